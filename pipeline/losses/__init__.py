@@ -1,0 +1,47 @@
+"""Contrastive losses as plain functions of tensors (SPEC.md §1)."""
+
+from pipeline.losses.dcl import dcl, dcl_in_batch
+from pipeline.losses.infonce import (
+    in_batch_negatives,
+    infonce,
+    infonce_per_anchor,
+    infonce_risk,
+    nt_xent,
+)
+from pipeline.losses.registry import LOSSES, LossBatch, LossSpec, resolve_options
+from pipeline.losses.schedules import (
+    SCHEDULES,
+    LearnableTemperature,
+    resolve_schedule_options,
+    temperature_at,
+)
+from pipeline.losses.synco import enqueue, synco_loss, synthetic_negatives
+from pipeline.losses.weighted import soft_supcon, supcon, weighted_infonce, xclr, y_aware
+from pipeline.losses.weince import weince
+
+__all__ = [
+    "LOSSES",
+    "SCHEDULES",
+    "LearnableTemperature",
+    "LossBatch",
+    "LossSpec",
+    "dcl",
+    "dcl_in_batch",
+    "enqueue",
+    "in_batch_negatives",
+    "infonce",
+    "infonce_per_anchor",
+    "infonce_risk",
+    "nt_xent",
+    "resolve_options",
+    "resolve_schedule_options",
+    "soft_supcon",
+    "supcon",
+    "synco_loss",
+    "synthetic_negatives",
+    "temperature_at",
+    "weighted_infonce",
+    "weince",
+    "xclr",
+    "y_aware",
+]

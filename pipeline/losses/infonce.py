@@ -1,0 +1,152 @@
+"""InfoNCE in Whiteley's tuple form, and its risk (SPEC.md §1, arXiv 2607.09405)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def tuple_logits(
+    anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor
+) -> Tensor:
+    """Logits ``[s(a,p), s(a,n_1), ..., s(a,n_k)] / tau`` of shape ``(B, 1 + k)``.
+
+    anchor, positive: ``(B, d)``; negatives: ``(B, k, d)``. All are L2-normalised here,
+    so ``s`` is cosine similarity. Column 0 is the positive.
+    """
+    a = F.normalize(anchor, dim=-1)
+    p = F.normalize(positive, dim=-1)
+    n = F.normalize(negatives, dim=-1)
+    pos = (a * p).sum(-1, keepdim=True)  # (B, 1)
+    neg = torch.einsum("bd,bkd->bk", a, n)  # (B, k)
+    return torch.cat([pos, neg], dim=1) / tau
+
+
+def infonce_per_anchor(
+    anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor
+) -> Tensor:
+    """ℓ_i = log(1 + Σ_j exp((s(a,n_j) − s(a,p))/τ)) per anchor, shape ``(B,)``.
+
+    Computed as cross-entropy on logits (−log softmax of the positive), never exp-then-log.
+    """
+    logits = tuple_logits(anchor, positive, negatives, tau)
+    return torch.logsumexp(logits, dim=1) - logits[:, 0]
+
+
+def infonce(anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor) -> Tensor:
+    """Mean over anchors of −log softmax of the positive among positive + k negatives.
+
+    anchor/positive ``(B, d)``, negatives ``(B, k, d)``; inputs are L2-normalised inside.
+    Does not subtract ``log k``: see :func:`infonce_risk`.
+    """
+    return infonce_per_anchor(anchor, positive, negatives, tau).mean()
+
+
+def infonce_risk(
+    anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor
+) -> Tensor:
+    """Empirical risk R̂(φ; k, τ) = mean ℓ − log k (SPEC.md §1)."""
+    k = negatives.shape[1]
+    return infonce(anchor, positive, negatives, tau) - math.log(k)
+
+
+def in_batch_negatives(
+    positive: Tensor, k: int, generator: torch.Generator | None = None
+) -> Tensor:
+    """Negatives for anchor i drawn from the positives of the other batch members, ``(B, k, d)``.
+
+    For each anchor, ``k`` distinct indices ``j != i`` are chosen uniformly without replacement
+    (requires ``k <= B - 1``). With ``k == B - 1`` every other sample is used.
+    """
+    b = positive.shape[0]
+    if not 1 <= k <= b - 1:
+        raise ValueError(f"k = {k}: in-batch negatives need 1 <= k <= batch_size - 1 = {b - 1}")
+    scores = torch.rand(b, b, generator=generator, device="cpu").to(positive.device)
+    scores.fill_diagonal_(-1.0)  # never pick the anchor's own positive
+    idx = scores.topk(k, dim=1).indices  # (B, k), distinct, excludes i
+    return positive[idx]
+
+
+def _nt_xent_reference(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
+    """Plain-autograd NT-Xent on unit vectors: three (B, B) blocks, no (2B, 2B) copy.
+
+    Used when ``tau`` needs a gradient (learnable temperature) and as the parity reference
+    of the fused path.
+    """
+    b = z1.shape[0]
+    eye = torch.eye(b, dtype=torch.bool, device=z1.device)
+    s01 = z1 @ z2.T / tau  # s01[i, j] = s(z1_i, z2_j); column i of it serves view-2 anchors
+    s00 = (z1 @ z1.T / tau).masked_fill(eye, float("-inf"))
+    s11 = (z2 @ z2.T / tau).masked_fill(eye, float("-inf"))
+    lse1 = torch.logaddexp(torch.logsumexp(s01, 1), torch.logsumexp(s00, 1))
+    lse2 = torch.logaddexp(torch.logsumexp(s01, 0), torch.logsumexp(s11, 1))
+    return (lse1.sum() + lse2.sum() - 2 * s01.diagonal().sum()) / (2 * b)
+
+
+class _NTXentFused(torch.autograd.Function):
+    """NT-Xent on unit vectors with a hand-written backward (first order only).
+
+    Forward keeps the three (B, B) logit blocks; backward turns them into softmax weights
+    in place, so no autograd graph over the O(B²) intermediates is recorded.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, z1: Tensor, z2: Tensor, inv_tau: float) -> Tensor:  # noqa: D102
+        b = z1.shape[0]
+        z1s = z1 * inv_tau
+        s01 = z1s @ z2.T
+        s00 = z1s @ z1.T
+        s11 = (z2 * inv_tau) @ z2.T
+        s00.fill_diagonal_(float("-inf"))
+        s11.fill_diagonal_(float("-inf"))
+        lse1 = torch.logaddexp(torch.logsumexp(s01, 1), torch.logsumexp(s00, 1))
+        lse2 = torch.logaddexp(torch.logsumexp(s01, 0), torch.logsumexp(s11, 1))
+        loss = (lse1.sum() + lse2.sum() - 2 * s01.diagonal().sum()) / (2 * b)
+        ctx.save_for_backward(z1, z2, s01, s00, s11, lse1, lse2)
+        ctx.inv_tau = inv_tau
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, Tensor, None]:  # noqa: D102
+        z1, z2, s01, s00, s11, lse1, lse2 = ctx.saved_tensors
+        b = z1.shape[0]
+        # dL/ds01[i,j] = p1[i, j] + p2[j, i] − 2·δ_ij (view-1 anchor i, view-2 anchor j)
+        p01 = torch.sub(s01, lse1[:, None]).exp_()
+        p01.add_(torch.sub(s01, lse2[None, :]).exp_())
+        p01.diagonal().sub_(2.0)
+        p00 = torch.sub(s00, lse1[:, None]).exp_()  # diagonal is exp(-inf) = 0
+        p11 = torch.sub(s11, lse2[:, None]).exp_()
+        p00.add_(p00.T.clone())  # s00 is symmetric in z1: both factors get the gradient
+        p11.add_(p11.T.clone())
+        scale = grad_out * (ctx.inv_tau / (2 * b))
+        g1 = torch.addmm(p00 @ z1, p01, z2).mul_(scale)
+        g2 = torch.addmm(p11 @ z2, p01.T, z1).mul_(scale)
+        return g1, g2, None
+
+
+def nt_xent(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
+    """Symmetric in-batch SimCLR loss (SPEC.md §1, NT-Xent).
+
+    z1, z2: ``(B, d)`` the two views, L2-normalised inside. Each of the 2B views has its
+    partner as positive and the other 2B − 2 views as negatives; mean over the 2B anchors.
+    Equal to lightly's ``NTXentLoss(temperature=tau)`` without a memory bank.
+
+    Works on the three (B, B) blocks z1·z2ᵀ, z1·z1ᵀ, z2·z2ᵀ (z2·z1ᵀ is a transpose) with a
+    fused backward; a ``tau`` tensor that requires grad takes the plain-autograd path.
+    """
+    if z1.shape != z2.shape or z1.dim() != 2:
+        raise ValueError(
+            f"nt_xent: z1 {tuple(z1.shape)} and z2 {tuple(z2.shape)} must be equal (B, d)"
+        )
+    a = F.normalize(z1, dim=-1)
+    p = F.normalize(z2, dim=-1)
+    if isinstance(tau, Tensor):
+        if tau.requires_grad:
+            return _nt_xent_reference(a, p, tau)
+        tau = float(tau)
+    out: Tensor = _NTXentFused.apply(a, p, 1.0 / tau)
+    return out

@@ -1,0 +1,1 @@
+"""Leaderboard tables and plots built from the stage tables (pandas and matplotlib only)."""

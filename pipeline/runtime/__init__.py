@@ -1,0 +1,1 @@
+"""Runtime adapters: the only package that imports ray, dask, mlflow and pyarrow."""

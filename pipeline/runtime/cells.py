@@ -1,0 +1,87 @@
+"""One cell's work with its files: train, export held-out embeddings, write ``cell.json`` last.
+
+:func:`run_cell` is what a Ray task calls, and is testable without Ray. It never raises for a
+failing cell: the failure and its reason are written to ``cell.json`` and returned, so the rest
+of the grid goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from safetensors.torch import save_file
+
+from pipeline.config import Cell
+from pipeline.datasets import Dataset
+from pipeline.runtime import storage
+from pipeline.train import DivergedError, embed_heldout, train_cell
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """What the driver needs to record a cell (in MLflow and the logs)."""
+
+    cell_id: str
+    status: str  # 'ok' | 'failed'
+    reason: str = ""
+    wall_seconds: float = 0.0
+    history: list[dict[str, float]] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)  # the cell.json content
+
+
+def _record(cell: Cell, status: str, reason: str, wall: float, meta: dict[str, str],
+            history: list[dict[str, float]]) -> dict[str, Any]:
+    return {
+        "cell_id": cell.cell_id, "status": status, "reason": reason, "config": cell.config(),
+        "grid": cell.grid_values(), "wall_seconds": round(wall, 3),
+        "final_loss": history[-1]["loss"] if history else None,
+        "hardware": f"{platform.node()} {platform.machine()} torch {torch.__version__}",
+        **meta,
+    }
+
+
+def _write_outputs(out: Path, cell: Cell, dataset: Dataset, meta: dict[str, str]) -> list[dict[str, float]]:
+    result = train_cell(cell, dataset.x_train)
+    save_file({k: v.contiguous() for k, v in result.model.state_dict().items()},
+              str(out / "model.safetensors"), metadata={"cell_id": cell.cell_id})
+    z0, z1 = embed_heldout(result.model, dataset.x_heldout, cell.data)
+    table = storage.embeddings_table({0: z0, 1: z1}, dataset.y_heldout,
+                                     {"cell_id": cell.cell_id, **meta,
+                                      "config": json.dumps(cell.config(), sort_keys=True)})
+    storage.write_table(table, out / "embeddings.parquet")
+    history = [asdict(h) for h in result.history]
+    storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.cell_id), out / "history.parquet")
+    return history
+
+
+def run_cell(cell: Cell, dataset: Dataset, root: str | Path, meta: dict[str, str],
+             threads: int = 1) -> CellOutcome:
+    """Train ``cell`` and write its folder under ``root``. meta: git_sha, dataset_hash, code_version."""
+    torch.set_num_threads(threads)
+    out = storage.cell_dir(root, cell.cell_id)
+    if out.exists():  # a half-written or failed attempt: start clean
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    start = time.perf_counter()
+    history: list[dict[str, float]] = []
+    try:
+        history = _write_outputs(out, cell, dataset, meta)
+        status, reason = "ok", ""
+    except DivergedError as err:
+        status, reason = "failed", f"diverged: {err}"
+    except Exception as err:  # noqa: BLE001 — any cell failure is recorded, never fatal to the grid
+        status = "failed"
+        reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
+    wall = time.perf_counter() - start
+    record = _record(cell, status, reason, wall, meta, history)
+    storage.atomic_write_json(out / "cell.json", record)
+    return CellOutcome(cell.cell_id, status, reason, wall, history, record)

@@ -1,0 +1,41 @@
+"""Where the stages read and write, the resolved params, and provenance (git commit)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from pipeline.config import ConfigError, Params, load
+
+RESOLVED = Path("params.resolved.yaml")  # written by `stages.resolve`, read by every other stage
+DATA = Path("data")
+DATASETS = DATA / "datasets"
+CELLS = DATA / "cells"
+GRID = DATA / "grid.json"  # the cells of the current grid, with their status
+STATS = DATA / "stats.parquet"
+STATS_DETAIL = DATA / "stats_detail.parquet"
+SEARCH = DATA / "search.parquet"
+REPORTS = Path("reports")
+
+
+def resolved_params() -> Params:
+    if not RESOLVED.exists():
+        raise ConfigError(f"{RESOLVED} is missing: run `make run` (or `python -m stages.resolve`) "
+                          "to validate params.yaml and write it")
+    return load(RESOLVED)
+
+
+def git_sha() -> str:
+    """The commit of the working tree, with ``-dirty`` when it has uncommitted changes."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def dataset_path(name: str) -> Path:
+    return DATASETS / f"{name}.parquet"

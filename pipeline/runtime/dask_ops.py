@@ -1,0 +1,158 @@
+"""Dask graphs over all cells' Parquet: statistics and search, one ``compute`` per stage.
+
+Tasks: one read per cell and view, one task per (cell, representation, column block) for the
+per-coordinate tests, one summary per (cell, representation). A cell whose data is bad gets a
+failed row with the reason; nothing here raises for one cell's data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from dask import compute, delayed
+
+from pipeline.config import ComputeConfig
+from pipeline.runtime.executor import LOOPBACK, init_ray
+from pipeline.runtime.storage import read_embeddings
+from pipeline.stats import CellSummary, ColumnTests, column_tests, concat_column_tests, summarize
+
+REPRESENTATIONS = ("raw", "normalized")
+
+
+@contextlib.contextmanager
+def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[dict[str, Any]]:
+    """Dask on Ray when a Ray address is configured, else a local distributed cluster on 127.0.0.1.
+
+    Yields the keyword arguments for :func:`dask.compute`.
+    """
+    if compute_cfg.ray_address or os.environ.get("RAY_ADDRESS"):
+        from ray.util.dask import ray_dask_get
+
+        init_ray(compute_cfg)
+        yield {"scheduler": ray_dask_get}
+        return
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOOPBACK,
+                      dashboard_address=None) as cluster, Client(cluster):
+        yield {}
+
+
+def _read(path: str, view: int) -> np.ndarray | str:
+    try:
+        return read_embeddings(path, view)
+    except Exception as err:  # noqa: BLE001 — a missing or corrupt file fails this cell only
+        return f"cannot read {path} view {view}: {type(err).__name__}: {err}"
+
+
+def _represent(z: np.ndarray | str, representation: str) -> np.ndarray | str:
+    if isinstance(z, str) or representation == "raw":
+        return z
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z64 = np.asarray(z, dtype=np.float64)
+        return z64 / np.linalg.norm(z64, axis=1, keepdims=True)
+
+
+def _block_tests(z: np.ndarray | str, start: int, stop: int) -> ColumnTests | None:
+    if isinstance(z, str):
+        return None
+    try:
+        return column_tests(z[:, start:stop])
+    except Exception:  # noqa: BLE001 — summarize() recomputes and reports the reason
+        return None
+
+
+def _summary(z: np.ndarray | str, z_pos: np.ndarray | str, parts: Sequence[ColumnTests | None],
+             representation: str) -> CellSummary:
+    if isinstance(z, str):
+        return CellSummary(status="failed", reason=z, n=0, d=0)
+    pos = None if isinstance(z_pos, str) else z_pos
+    tests = None if any(p is None for p in parts) else concat_column_tests(parts)  # type: ignore[arg-type]
+    try:
+        # raw z in; summarize() makes the normalised representation itself, and our column blocks
+        # were computed on that same representation.
+        return summarize(z, pos, tests, representation)
+    except Exception as err:  # noqa: BLE001
+        return CellSummary(status="failed", reason=f"{type(err).__name__}: {err}", n=0, d=0)
+
+
+def stats_graph(paths: dict[str, Path], block_cols: int) -> dict[tuple[str, str], Any]:
+    """Delayed (summary, column-tests) per (cell_id, representation)."""
+    out = {}
+    for cell_id, path in paths.items():
+        z = delayed(_read)(str(path), 0, dask_key_name=f"read-{cell_id}-0")
+        z_pos = delayed(_read)(str(path), 1, dask_key_name=f"read-{cell_id}-1")
+        d = _embed_dim(path)
+        for rep in REPRESENTATIONS:
+            zr = delayed(_represent)(z, rep, dask_key_name=f"rep-{cell_id}-{rep}")
+            parts = [delayed(_block_tests)(zr, a, min(a + block_cols, d),
+                                           dask_key_name=f"tests-{cell_id}-{rep}-{a}")
+                     for a in range(0, max(d, 1), block_cols)]
+            summary = delayed(_summary)(z, z_pos, parts, rep, dask_key_name=f"summary-{cell_id}-{rep}")
+            out[(cell_id, rep)] = (summary, parts)
+    return out
+
+
+def _embed_dim(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.read_schema(path).field("z").type.list_size)
+    except Exception:  # noqa: BLE001 — the read task reports the problem
+        return 0
+
+
+def compute_stats(paths: dict[str, Path], block_cols: int, compute_cfg: ComputeConfig,
+                  n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary table, per-coordinate detail table) for all cells in one Dask compute."""
+    graph = stats_graph(paths, block_cols)
+    with scheduler(compute_cfg, n_workers) as kwargs:
+        (results,) = compute(graph, **kwargs)
+    rows, detail = [], []
+    for (cell_id, rep), (summary, parts) in results.items():
+        rows.append({"cell_id": cell_id, "representation": rep, **asdict(summary)})
+        if any(p is None for p in parts):
+            continue
+        tests = concat_column_tests(parts)
+        detail.append(pd.DataFrame({"cell_id": cell_id, "representation": rep,
+                                    "coord": np.arange(tests.ad.size), "ad": tests.ad,
+                                    "ad_pass": tests.ad_pass, "dp_stat": tests.dp_stat,
+                                    "dp_p": tests.dp_p}))
+    detail_df = pd.concat(detail, ignore_index=True) if detail else pd.DataFrame()
+    return pd.DataFrame(rows), detail_df
+
+
+def _search_row(path: str, cell_id: str, k: int, k_eval: int, tau: float) -> dict[str, Any]:
+    from pipeline.search import heldout_infonce_risk, recall_at_k
+    from pipeline.seeding import numpy_generator
+
+    row: dict[str, Any] = {"cell_id": cell_id, "search_status": "ok", "search_reason": ""}
+    try:
+        z0, z1 = read_embeddings(path, 0), read_embeddings(path, 1)
+        if not (np.isfinite(z0).all() and np.isfinite(z1).all()):
+            raise ValueError("embeddings contain NaN or infinite values")
+        for name, kk in (("risk_k", k), ("risk_keval", k_eval)):
+            r = heldout_infonce_risk(z0, z1, kk, tau, numpy_generator(cell_id, "search", kk))
+            row[name], row[f"{name}_se"] = r.risk, r.se
+        row.update({f"recall_at_{k_}": v for k_, v in recall_at_k(z0, z1).items()})
+    except Exception as err:  # noqa: BLE001 — one cell's failure is recorded, not raised
+        row.update(search_status="failed", search_reason=f"{type(err).__name__}: {err}")
+    return row
+
+
+def compute_search(cells: pd.DataFrame, root: Path, k_eval: int, compute_cfg: ComputeConfig,
+                   n_workers: int) -> pd.DataFrame:
+    """Held-out InfoNCE risk (at the cell's k and at ``k_eval``) and recall@{1,5,10} per cell."""
+    tasks = [delayed(_search_row)(str(root / c.cell_id / "embeddings.parquet"), c.cell_id,
+                                  int(c.k), k_eval, float(c.tau), dask_key_name=f"search-{c.cell_id}")
+             for c in cells.itertuples()]
+    with scheduler(compute_cfg, n_workers) as kwargs:
+        (rows,) = compute(tasks, **kwargs)
+    return pd.DataFrame(rows)

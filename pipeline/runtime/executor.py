@@ -1,0 +1,64 @@
+"""Ray: one task per cell, submitted at once, collected as they finish (with a progress bar).
+
+Shared inputs (the dataset) go to the object store once. Application errors are never retried
+(``run_cell`` records them); ``max_retries`` only covers lost workers and nodes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import ray
+from tqdm import tqdm
+
+from pipeline.config import Cell, ComputeConfig
+from pipeline.datasets import Dataset
+from pipeline.runtime.cells import CellOutcome, run_cell
+
+LOOPBACK = "127.0.0.1"
+
+
+def init_ray(compute: ComputeConfig) -> None:
+    """Connect to ``compute.ray_address`` (or ``RAY_ADDRESS``), else start a local instance on 127.0.0.1."""
+    if ray.is_initialized():
+        return
+    address = compute.ray_address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                 _node_ip_address=LOOPBACK)
+
+
+def _task(cell: Cell, dataset: Dataset, root: str, meta: dict[str, str], threads: int) -> CellOutcome:
+    return run_cell(cell, dataset, root, meta, threads)
+
+
+def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: dict[str, str],
+              compute: ComputeConfig, threads: int,
+              on_done: Callable[[CellOutcome], None]) -> list[CellOutcome]:
+    """Run every cell as a Ray task; ``on_done`` is called in the driver as each one finishes."""
+    if not cells:
+        return []
+    init_ray(compute)
+    remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
+                        max_retries=compute.max_retries, retry_exceptions=False)(_task)
+    data_ref = ray.put(dataset)
+    by_ref = {remote.remote(c, data_ref, str(root), meta, threads): c for c in cells}
+    pending = list(by_ref)
+    outcomes = []
+    with tqdm(total=len(pending), desc="cells", unit="cell") as bar:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                outcome = ray.get(ready[0])
+            except ray.exceptions.RayError as err:  # worker lost beyond max_retries, etc.
+                cell = by_ref[ready[0]]
+                outcome = CellOutcome(cell.cell_id, "failed", f"{type(err).__name__}: {err}"[:2000])
+            on_done(outcome)
+            outcomes.append(outcome)
+            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status}")
+            bar.update(1)
+    return outcomes

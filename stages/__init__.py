@@ -1,0 +1,1 @@
+"""One thin module per DVC stage: parse params, call pipeline, write outputs."""

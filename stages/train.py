@@ -1,0 +1,68 @@
+"""Train every cell of the grid that is not done yet, one Ray task per cell.
+
+Done cells (``cell.json`` with status ok) are skipped, so growing the grid trains only the new
+cells. Each finished cell is logged to its single MLflow run by the driver. Writes
+``data/grid.json``: the current grid's cells and their status, read by the later stages.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+from pipeline import __version__
+from pipeline.config import expand
+from pipeline.runtime import storage
+from pipeline.runtime.cells import CellOutcome
+from pipeline.runtime.context import CELLS, GRID, dataset_path, git_sha, resolved_params
+from pipeline.runtime.executor import run_cells
+from pipeline.runtime.tracking import Tracker, record_cell
+
+
+def _sync_done(tracker: Tracker, parent: str, done: list[str], runs: dict) -> int:
+    """Log done cells whose run is missing or unfinished (e.g. the driver died after the cell)."""
+    missing = [c for c in done if c not in runs or runs[c].info.status != "FINISHED"]
+    for cell_id in missing:
+        folder = storage.cell_dir(CELLS, cell_id)
+        history = pd.read_parquet(folder / "history.parquet").to_dict("records")
+        record_cell(tracker, parent, storage.read_json(folder / "cell.json"), history, runs)
+    return len(missing)
+
+
+def main(argv: list[str] | None = None) -> int:
+    params = resolved_params()
+    cells = expand(params)
+    dataset = storage.read_dataset(dataset_path(params.data.name))
+    meta = {"git_sha": git_sha(), "dataset_hash": dataset.content_hash(), "code_version": __version__}
+    done = [c.cell_id for c in cells if storage.cell_status(CELLS, c.cell_id) == "ok"]
+    todo = [c for c in cells if c.cell_id not in set(done)]
+    print(f"train: {len(cells)} cells in the grid: {len(done)} already done (skipped), "
+          f"{len(todo)} to train")
+    tracker = Tracker(params.tracking.uri, params.tracking.experiment)
+    parent = tracker.start_parent("train", {"git_sha": meta["git_sha"], "n_cells": str(len(cells))})
+    runs = tracker.cell_runs()
+    synced = _sync_done(tracker, parent, done, runs)
+    if synced:
+        print(f"train: logged {synced} done cells that had no finished MLflow run")
+
+    def on_done(outcome: CellOutcome) -> None:
+        if outcome.record:
+            record_cell(tracker, parent, outcome.record, outcome.history, runs)
+        if outcome.status != "ok":
+            print(f"\ntrain: cell {outcome.cell_id} failed: {outcome.reason.splitlines()[0]}",
+                  file=sys.stderr)
+
+    outcomes = run_cells(todo, dataset, CELLS, meta, params.compute, params.train.threads, on_done)
+    failed = [o for o in outcomes if o.status != "ok"]
+    status = {c.cell_id: storage.cell_status(CELLS, c.cell_id) or "failed" for c in cells}
+    storage.atomic_write_json(GRID, {"cells": [{"cell_id": c.cell_id, "status": status[c.cell_id],
+                                                **c.grid_values()} for c in cells]})
+    tracker.end(parent, failed=bool(failed))
+    print(f"train: trained {len(outcomes) - len(failed)}, failed {len(failed)}, "
+          f"skipped {len(done)}; cells in {CELLS}/")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Shared fixtures: tiny params, and a throw-away project folder for end-to-end runs."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY: dict[str, Any] = {
+    "data": {"name": "laplace", "input_dim": 16, "n_train": 600, "n_heldout": 200, "seed": 0},
+    "grid": {"loss": ["infonce"], "k": [4, 8], "tau": [0.5], "n": [256], "arch": ["linear"],
+             "embed_dim": [8], "seed": [0]},
+    "train": {"epochs": 2, "batch_size": 64},
+    "stats": {"block_cols": 4, "n_workers": 1},
+    "search": {"k_eval": 16},
+}
+
+
+@pytest.fixture
+def tiny_params() -> dict[str, Any]:
+    return copy.deepcopy(TINY)
+
+
+def venv_env() -> dict[str, str]:
+    """The environment for subprocesses: this interpreter's bin first, so `python` and `dvc` resolve."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("CBENCH_PROFILE", None)
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+class Project:
+    """A temporary copy of the pipeline definition with its own params, data and MLflow store."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write_params(self, params: dict[str, Any]) -> None:
+        (self.path / "params.yaml").write_text(yaml.safe_dump(params))
+
+    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        proc = subprocess.run(list(args), cwd=self.path, env=venv_env(), capture_output=True,
+                              text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}"
+                                 f"\nstderr:\n{proc.stderr[-4000:]}")
+        return proc
+
+    def repro(self, **kw: Any) -> subprocess.CompletedProcess:
+        return self.run(str(Path(sys.executable).parent / "dvc"), "repro", **kw)
+
+
+@pytest.fixture
+def project(tmp_path: Path, tiny_params: dict[str, Any]) -> Project:
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    # dvc.yaml's code deps point at these folders: copy them so the hashes are real.
+    for name in ("pipeline", "stages"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    proj = Project(tmp_path)
+    proj.write_params(tiny_params)
+    proj.run(str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q")
+    proj.run(str(Path(sys.executable).parent / "dvc"), "config", "core.analytics", "false")
+    return proj

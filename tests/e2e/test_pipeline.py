@@ -1,0 +1,56 @@
+"""The whole DAG on real DVC, Ray, Dask and MLflow, on a tiny grid in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+import pandas as pd
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
+
+
+def _finished_runs_per_cell(path) -> pd.Series:
+    mlflow.set_tracking_uri(f"sqlite:///{path / 'mlruns.db'}")
+    runs = mlflow.search_runs(experiment_names=["contrastive-bench"])
+    cell_runs = runs[runs["tags.cell_id"].notna()]
+    return cell_runs[cell_runs.status == "FINISHED"].groupby("tags.cell_id").size()
+
+
+def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
+    first = project.repro()
+    assert "2 to train" in first.stdout
+    board = pd.read_csv(project.path / "reports" / "leaderboard.csv")
+    assert len(board) == 2 and set(board.status) == {"ok"}
+    assert {"cv", "ad_mean", "dp_pass_frac", "recall_at_1", "risk_k"} <= set(board.columns)
+    assert board.recall_at_1.between(0, 1).all()
+    metrics = json.loads((project.path / "reports" / "metrics.json").read_text())
+    assert metrics["cells"] == 2 and metrics["failed"] == 0
+    assert (project.path / "reports" / "plots" / "risk_vs_k.png").stat().st_size > 0
+    stats = pd.read_parquet(project.path / "data" / "stats.parquet")
+    assert set(stats.representation) == {"raw", "normalized"} and len(stats) == 4
+
+    runs = _finished_runs_per_cell(project.path)
+    assert sorted(runs.index) == sorted(board.cell_id) and (runs == 1).all()
+
+    second = project.repro()  # nothing changed: no stage runs
+    assert "Running stage 'train'" not in second.stdout
+
+    tiny_params["grid"]["tau"] = [0.5, 0.2]
+    project.write_params(tiny_params)
+    third = project.repro()
+    assert "2 already done (skipped), 2 to train" in third.stdout
+    board = pd.read_csv(project.path / "reports" / "leaderboard.csv")
+    assert len(board) == 4
+    runs = _finished_runs_per_cell(project.path)
+    assert len(runs) == 4 and (runs == 1).all()
+
+
+def test_bad_params_fail_before_any_work(project, tiny_params):
+    tiny_params["grid"]["tau"] = [0.5, 0]
+    project.write_params(tiny_params)
+    proc = project.repro(check=False)
+    assert proc.returncode != 0
+    assert "grid.tau[1] = 0.0: temperature must be > 0" in proc.stderr + proc.stdout
+    assert not (project.path / "data").exists()
