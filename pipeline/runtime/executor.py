@@ -20,6 +20,17 @@ from pipeline.runtime.cells import CellOutcome, run_cell
 LOOPBACK = "127.0.0.1"
 
 
+def loopback_only() -> None:
+    """Make a local Ray instance bind every server to 127.0.0.1.
+
+    Ray replaces a loopback ``node_ip_address`` by the machine's external address unless it runs
+    in single-machine mode, the mode it uses on macOS and Windows. The flag is read from the
+    environment by the processes Ray starts, and was read at import time by this one.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def init_ray(compute: ComputeConfig) -> None:
     """Connect to ``compute.ray_address`` (or ``RAY_ADDRESS``), else start a local instance on 127.0.0.1."""
     if ray.is_initialized():
@@ -28,6 +39,7 @@ def init_ray(compute: ComputeConfig) -> None:
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
+        loopback_only()
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
                  _node_ip_address=LOOPBACK)
 

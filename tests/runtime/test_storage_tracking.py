@@ -1,0 +1,75 @@
+"""Parquet contract, atomic writes, and one MLflow run per cell on a real SQLite store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.datasets import laplace_dataset
+from pipeline.runtime import storage
+from pipeline.runtime.tracking import Tracker, record_cell
+
+
+def test_embeddings_schema_is_the_design_contract(tmp_path):
+    z0 = np.arange(12, dtype=np.float32).reshape(4, 3)
+    table = storage.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "abc"})
+    storage.write_table(table, tmp_path / "e.parquet")
+    schema = pq.read_schema(tmp_path / "e.parquet")
+    assert schema.field("sample_id").type == pa.int64()
+    assert schema.field("label").type == pa.int32()
+    assert schema.field("view").type == pa.int8()
+    assert schema.field("z").type == pa.list_(pa.float32(), 3)
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "e.parquet", 1), z0 + 1)
+    assert storage.read_metadata(tmp_path / "e.parquet")["cell_id"] == "abc"
+
+
+def test_dataset_roundtrip(tmp_path):
+    ds = laplace_dataset(5, 30, 10, seed=0)
+    storage.write_dataset(ds, tmp_path / "d.parquet")
+    back = storage.read_dataset(tmp_path / "d.parquet")
+    np.testing.assert_array_equal(back.x_train, ds.x_train)
+    np.testing.assert_array_equal(back.x_heldout, ds.x_heldout)
+    assert back.content_hash() == ds.content_hash() and back.y_train is None
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    path = tmp_path / "x.json"
+    storage.atomic_write_json(path, {"a": 1})
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        storage.atomic_write_json(path, {"a": Boom()})
+    assert storage.read_json(path) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary left behind
+
+
+def test_cell_status_ignores_half_written_cells(tmp_path):
+    (tmp_path / "c1").mkdir()
+    (tmp_path / "c1" / "embeddings.parquet").write_bytes(b"partial")
+    assert storage.cell_status(tmp_path, "c1") is None
+    storage.atomic_write_json(tmp_path / "c1" / "cell.json", {"status": "ok"})
+    assert storage.cell_status(tmp_path, "c1") == "ok"
+
+
+def test_one_run_per_cell_across_invocations(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    record = {"cell_id": "c0ffee", "status": "ok", "config": {"k": 4, "train": {"lr": 0.1}},
+              "git_sha": "abc", "dataset_hash": "d", "wall_seconds": 1.5}
+    history = [{"epoch": 1, "loss": 2.0, "seconds": 0.1}, {"epoch": 2, "loss": 1.5, "seconds": 0.1}]
+    for _ in range(2):  # a rerun finds the run by tag instead of creating another
+        tracker = Tracker(uri, "exp")
+        parent = tracker.start_parent("train", {})
+        record_cell(tracker, parent, record, history)
+        tracker.end(parent)
+    runs = Tracker(uri, "exp").cell_runs()
+    assert list(runs) == ["c0ffee"]
+    run = runs["c0ffee"]
+    assert run.info.status == "FINISHED"
+    assert run.data.params["train.lr"] == "0.1" and run.data.tags["git_sha"] == "abc"
+    steps = tracker.client.get_metric_history(run.info.run_id, "train_loss")
+    assert sorted({(m.step, m.value) for m in steps}) == [(1, 2.0), (2, 1.5)]

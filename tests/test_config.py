@@ -1,0 +1,107 @@
+"""params schema: errors name the dotted key, the value and what is allowed; cells are stable."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pipeline.config import ConfigError, cell_id_of, expand, from_mapping, load, merge
+
+
+def _error(raw) -> str:
+    with pytest.raises(ConfigError) as info:
+        from_mapping(raw)
+    return str(info.value)
+
+
+def test_defaults_and_expansion(tiny_params):
+    params = from_mapping(tiny_params)
+    cells = expand(params)
+    assert len(cells) == 2
+    assert [c.k for c in cells] == [4, 8]
+    assert len({c.cell_id for c in cells}) == 2
+
+
+def test_cell_id_is_a_hash_of_the_resolved_config(tiny_params):
+    a = expand(from_mapping(tiny_params))[0]
+    again = expand(from_mapping(tiny_params))[0]
+    assert a.cell_id == again.cell_id == cell_id_of(a.config())
+    tiny_params["train"]["epochs"] = 3
+    assert expand(from_mapping(tiny_params))[0].cell_id != a.cell_id
+    tiny_params["train"]["epochs"] = 2
+    tiny_params["train"]["threads"] = 2  # speed only: same cell
+    assert expand(from_mapping(tiny_params))[0].cell_id == a.cell_id
+
+
+def test_growing_the_grid_keeps_existing_ids(tiny_params):
+    before = {c.cell_id for c in expand(from_mapping(tiny_params))}
+    tiny_params["grid"]["tau"] = [0.5, 0.1]
+    after = {c.cell_id for c in expand(from_mapping(tiny_params))}
+    assert before < after and len(after) == 4
+
+
+def test_zero_temperature(tiny_params):
+    tiny_params["grid"]["tau"] = [0.5, 0]
+    assert _error(tiny_params) == "grid.tau[1] = 0.0: temperature must be > 0"
+
+
+def test_in_batch_k_larger_than_batch(tiny_params):
+    tiny_params["train"]["negatives"] = "in_batch"
+    tiny_params["grid"]["k"] = [4, 600]
+    assert _error(tiny_params).startswith("grid.k[1] = 600 > train.batch_size - 1 = 63")
+
+
+def test_independent_negatives_allow_large_k(tiny_params):
+    tiny_params["grid"]["k"] = [600]
+    assert expand(from_mapping(tiny_params))[0].k == 600
+
+
+def test_unknown_loss(tiny_params):
+    tiny_params["grid"]["loss"] = ["infonce", "nce_typo"]
+    msg = _error(tiny_params)
+    assert msg.startswith("grid.loss[1] = 'nce_typo': unknown loss; allowed: [")
+    assert "'infonce'" in msg
+
+
+def test_n_larger_than_dataset(tiny_params):
+    tiny_params["grid"]["n"] = [256, 5000]
+    assert _error(tiny_params).startswith("grid.n[1] = 5000 > data.n_train = 600")
+
+
+def test_unknown_key_and_wrong_type(tiny_params):
+    tiny_params["train"]["epochz"] = 3
+    assert _error(tiny_params).startswith("train.epochz = 3: unknown key")
+    del tiny_params["train"]["epochz"]
+    tiny_params["train"]["optimizer"] = "lbfgs"
+    msg = _error(tiny_params)
+    assert msg.startswith("train.optimizer = 'lbfgs':") and "'adam'" in msg
+
+
+def test_unknown_loss_option(tiny_params):
+    tiny_params["loss_options"] = {"infonce": {"temperature": 2}}
+    assert _error(tiny_params).startswith("loss_options.infonce.temperature = 2: unknown option")
+
+
+def test_unknown_arch_and_arch_option(tiny_params):
+    tiny_params["grid"]["arch"] = ["linear", "transformer"]
+    assert _error(tiny_params).startswith("grid.arch[1] = 'transformer': unknown architecture")
+    tiny_params["grid"]["arch"] = ["mlp"]
+    tiny_params["arch_options"] = {"mlp": {"depth": 3}}
+    assert _error(tiny_params).startswith("arch_options.mlp.depth = 3: unknown option")
+
+
+def test_profile_lays_keys_over_params(tmp_path, tiny_params):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"grid": {"tau": [0.1]}, "train": {"epochs": 9}}))
+    params = load(tmp_path / "params.yaml", tmp_path / "p.yaml")
+    assert params.grid.tau == [0.1] and params.train.epochs == 9
+    assert params.grid.k == [4, 8] and params.train.batch_size == 64  # untouched keys kept
+
+
+def test_merge_is_recursive_and_replaces_lists():
+    assert merge({"a": {"b": 1, "c": [1, 2]}}, {"a": {"c": [3]}}) == {"a": {"b": 1, "c": [3]}}
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load(tmp_path / "nope.yaml")

@@ -1,0 +1,36 @@
+"""DESIGN.md's rule: the math packages import only numpy, scipy and torch (and the stdlib)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "pipeline"
+PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "train.py"]
+ALLOWED = {"numpy", "scipy", "torch", "pipeline"} | set(sys.stdlib_module_names)
+ALLOWED_ENCODERS = ALLOWED | {"torchvision", "open_clip", "timm", "safetensors"}
+FORBIDDEN_PIPELINE = ("pipeline.runtime", "pipeline.report")
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_math_packages_do_no_io_imports():
+    offenders = []
+    for part in PURE:
+        target = ROOT / part
+        files = [target] if target.is_file() else sorted(target.rglob("*.py"))
+        allowed = ALLOWED_ENCODERS if part == "encoders" else ALLOWED
+        for f in files:
+            for name in _imports(f):
+                if name.split(".")[0] not in allowed or name.startswith(FORBIDDEN_PIPELINE):
+                    offenders.append(f"{f.relative_to(ROOT.parent)}: {name}")
+    assert not offenders, offenders

@@ -1,0 +1,79 @@
+"""Training one cell: deterministic under its seed, files written, failures recorded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from pipeline.config import expand, from_mapping
+from pipeline.datasets import laplace_dataset
+from pipeline.runtime import storage
+from pipeline.runtime.cells import run_cell
+from pipeline.train import embed_heldout, initial_encoder, train_cell
+
+
+@pytest.fixture
+def cells(tiny_params):
+    return expand(from_mapping(tiny_params))
+
+
+@pytest.fixture
+def dataset():
+    return laplace_dataset(16, 600, 200, seed=0)
+
+
+def test_training_is_deterministic_and_lowers_the_loss(cells, dataset):
+    a = train_cell(cells[0], dataset.x_train)
+    b = train_cell(cells[0], dataset.x_train)
+    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
+        assert ka == kb and torch.equal(va, vb)
+    assert [h.loss for h in a.history] == [h.loss for h in b.history]
+    assert len(a.train_indices) == cells[0].n
+
+
+def test_cells_differing_in_k_share_initial_weights(cells):
+    w0 = initial_encoder(cells[0], 16).weight
+    w1 = initial_encoder(cells[1], 16).weight
+    assert cells[0].k != cells[1].k and torch.equal(w0, w1)
+
+
+def test_in_batch_negatives_train(tiny_params, dataset):
+    tiny_params["train"]["negatives"] = "in_batch"
+    cell = expand(from_mapping(tiny_params))[0]
+    result = train_cell(cell, dataset.x_train)
+    assert np.isfinite([h.loss for h in result.history]).all()
+
+
+def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
+    meta = {"git_sha": "abc", "dataset_hash": dataset.content_hash(), "code_version": "0"}
+    outcome = run_cell(cells[0], dataset, tmp_path, meta)
+    assert outcome.status == "ok", outcome.reason
+    folder = tmp_path / cells[0].cell_id
+    assert {p.name for p in folder.iterdir()} == set(storage.CELL_FILES)
+    record = storage.read_json(folder / "cell.json")
+    assert record["status"] == "ok" and record["config"] == cells[0].config()
+    z0 = storage.read_embeddings(folder / "embeddings.parquet", 0)
+    assert z0.shape == (200, 8) and z0.dtype == np.float32
+    meta_read = storage.read_metadata(folder / "embeddings.parquet")
+    assert meta_read["cell_id"] == cells[0].cell_id and meta_read["dataset_hash"] == dataset.content_hash()
+    history = pd.read_parquet(folder / "history.parquet")
+    assert list(history.epoch) == [1, 2]
+    # the saved weights reproduce the saved embeddings
+    model = initial_encoder(cells[0], 16)
+    model.load_state_dict(load_file(folder / "model.safetensors"))
+    again, _ = embed_heldout(model, dataset.x_heldout, cells[0].data)
+    np.testing.assert_array_equal(again, z0)
+
+
+def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):
+    tiny_params["train"]["lr"] = 1e30
+    tiny_params["train"]["epochs"] = 5
+    cell = expand(from_mapping(tiny_params))[0]
+    bad = dataset.x_train.copy()
+    bad[:] = np.nan
+    outcome = run_cell(cell, type(dataset)("laplace", bad, dataset.x_heldout), tmp_path, {})
+    assert outcome.status == "failed" and "diverged" in outcome.reason
+    assert storage.cell_status(tmp_path, cell.cell_id) == "failed"
