@@ -36,15 +36,15 @@ class _Section(BaseModel):
 class DataConfig(_Section):
     """A dataset and its augmentation channel (SPEC.md §2)."""
 
-    name: Literal["laplace"] = "laplace"
-    input_dim: int = Field(64, ge=1)
-    n_train: int = Field(4000, ge=2)
-    n_heldout: int = Field(1000, ge=8)
-    channel_a: float = Field(0.6, ge=0.0, le=1.0)  # A in x' = A·x + √(1−A²)·ε
-    noise_std: float = Field(0.2, ge=0.0)
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    scale_std: float = Field(0.1, ge=0.0)  # per-sample scale exp(N(0, scale_std²))
-    seed: int = 0
+    name: Literal["laplace"]
+    input_dim: int = Field(ge=1)
+    n_train: int = Field(ge=2)
+    n_heldout: int = Field(ge=8)
+    channel_a: float = Field(ge=0.0, le=1.0)  # A in x' = A·x + √(1−A²)·ε
+    noise_std: float = Field(ge=0.0)
+    dropout: float = Field(ge=0.0, lt=1.0)
+    scale_std: float = Field(ge=0.0)  # per-sample scale exp(N(0, scale_std²))
+    seed: int
 
 
 def _as_list(value: Any) -> Any:
@@ -54,57 +54,57 @@ def _as_list(value: Any) -> Any:
 class GridConfig(_Section):
     """Axes of the benchmark grid; every combination is one cell."""
 
-    loss: list[str] = ["infonce"]
-    k: list[int] = [16]
-    tau: list[float] = [0.5]
-    n: list[int] = [2000]
-    arch: list[str] = ["linear"]
-    embed_dim: list[int] = [16]
-    seed: list[int] = [0]
+    loss: list[str]
+    k: list[int]
+    tau: list[float]
+    n: list[int]
+    arch: list[str]
+    embed_dim: list[int]
+    seed: list[int]
 
     _listify = field_validator("*", mode="before")(_as_list)
 
 
 class TrainConfig(_Section):
-    epochs: int = Field(5, ge=1)
-    batch_size: int = Field(128, ge=2)
-    lr: float = Field(1e-3, gt=0.0)
-    optimizer: Literal["adam", "sgd"] = "adam"
-    negatives: Literal["independent", "in_batch"] = "independent"
-    threads: int = Field(1, ge=1)  # torch threads per cell; one per core beats two per job
+    epochs: int = Field(ge=1)
+    batch_size: int = Field(ge=2)
+    lr: float = Field(gt=0.0)
+    optimizer: Literal["adam", "sgd"]
+    negatives: Literal["independent", "in_batch"]
+    threads: int = Field(ge=1)  # torch threads per cell; one per core beats two per job
 
 
 class StatsConfig(_Section):
-    block_cols: int = Field(64, ge=1)  # columns per Dask task
-    n_workers: int = Field(2, ge=1)
+    block_cols: int = Field(ge=1)  # columns per Dask task
+    n_workers: int = Field(ge=1)
 
 
 class SearchConfig(_Section):
-    k_eval: int = Field(64, ge=1)  # negatives per held-out anchor for the held-out risk
+    k_eval: int = Field(ge=1)  # negatives per held-out anchor for the held-out risk
 
 
 class ComputeConfig(_Section):
-    ray_address: str | None = None
-    num_cpus: float = Field(1.0, gt=0.0)
-    num_gpus: float = Field(0.0, ge=0.0)
-    max_retries: int = Field(2, ge=0)
+    ray_address: str | None
+    num_cpus: float = Field(gt=0.0)
+    num_gpus: float = Field(ge=0.0)
+    max_retries: int = Field(ge=0)
 
 
 class TrackingConfig(_Section):
-    uri: str = "sqlite:///mlruns.db"
-    experiment: str = "contrastive-bench"
+    uri: str
+    experiment: str
 
 
 class Params(_Section):
-    data: DataConfig = DataConfig()
-    grid: GridConfig = GridConfig()
-    loss_options: dict[str, dict[str, Any]] = {}
-    arch_options: dict[str, dict[str, Any]] = {}
-    train: TrainConfig = TrainConfig()
-    stats: StatsConfig = StatsConfig()
-    search: SearchConfig = SearchConfig()
-    compute: ComputeConfig = ComputeConfig()
-    tracking: TrackingConfig = TrackingConfig()
+    data: DataConfig
+    grid: GridConfig
+    loss_options: dict[str, dict[str, Any]]
+    arch_options: dict[str, dict[str, Any]]
+    train: TrainConfig
+    stats: StatsConfig
+    search: SearchConfig
+    compute: ComputeConfig
+    tracking: TrackingConfig
 
 
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -183,6 +183,9 @@ def _format_validation(err: ValidationError, raw: Mapping[str, Any]) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key; allowed keys are listed in params.yaml and pipeline/config.py"
+        if e["type"] == "missing":
+            lines.append(f"{_dotted(loc)}: missing; every key must be set (see params.yaml)")
+            continue
         lines.append(f"{_dotted(loc)} = {value!r}: {msg}")
     return "\n".join(lines)
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from pipeline.config import merge, read_yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY: dict[str, Any] = {
@@ -27,7 +29,8 @@ TINY: dict[str, Any] = {
 
 @pytest.fixture
 def tiny_params() -> dict[str, Any]:
-    return copy.deepcopy(TINY)
+    """The repo's params.yaml with a tiny grid laid over it (every key present)."""
+    return merge(read_yaml(ROOT / "params.yaml"), copy.deepcopy(TINY))
 
 
 def venv_env() -> dict[str, str]:

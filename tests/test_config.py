@@ -102,6 +102,11 @@ def test_merge_is_recursive_and_replaces_lists():
     assert merge({"a": {"b": 1, "c": [1, 2]}}, {"a": {"c": [3]}}) == {"a": {"b": 1, "c": [3]}}
 
 
+def test_missing_key(tiny_params):
+    del tiny_params["train"]["lr"]
+    assert _error(tiny_params) == "train.lr: missing; every key must be set (see params.yaml)"
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load(tmp_path / "nope.yaml")

@@ -8,7 +8,7 @@ import psutil
 import pytest
 import ray
 
-from pipeline.config import ComputeConfig
+from pipeline.config import from_mapping
 from pipeline.runtime.dask_ops import scheduler
 from pipeline.runtime.executor import init_ray
 
@@ -39,11 +39,13 @@ def _loopback(ip: str) -> bool:
     return addr.is_loopback
 
 
-def test_local_ray_and_dask_bind_loopback_only():
-    init_ray(ComputeConfig())
+def test_local_ray_and_dask_bind_loopback_only(tiny_params):
+    compute = from_mapping(tiny_params).compute
+    assert compute.ray_address is None
+    init_ray(compute)
     try:
         assert ray.get(ray.remote(lambda: 1).remote()) == 1
-        with scheduler(ComputeConfig(), n_workers=1):
+        with scheduler(compute, n_workers=1):
             addresses = _listening_addresses()
     finally:
         ray.shutdown()
