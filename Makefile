@@ -36,7 +36,7 @@ bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check pipeline stages tests bench
+	$(VENV)/bin/ruff check .
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
