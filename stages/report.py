@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     n_failed = int((board.status != "ok").sum())
     print(f"report: leaderboard of {len(board)} cells ({n_failed} failed) -> "
           f"{(REPORTS / 'leaderboard.md').resolve()}")
+    if n_failed:
+        print(f"report: {n_failed} of {len(board)} cells failed; reasons in the leaderboard",
+              file=sys.stderr)
+        return 3
     return 0
 
 

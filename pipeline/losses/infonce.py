@@ -71,6 +71,9 @@ def in_batch_negatives(
     return positive[idx]
 
 
+_SHIFT_LIMIT = 0.9  # fraction of the dtype's exponent range the fixed shift may use
+
+
 def _nt_xent_reference(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
     """Plain-autograd NT-Xent on unit vectors: three (B, B) blocks, no (2B, 2B) copy.
 
@@ -90,42 +93,44 @@ def _nt_xent_reference(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
 class _NTXentFused(torch.autograd.Function):
     """NT-Xent on unit vectors with a hand-written backward (first order only).
 
-    Forward keeps the three (B, B) logit blocks; backward turns them into softmax weights
-    in place, so no autograd graph over the O(B²) intermediates is recorded.
+    Every logit is ≤ 1/τ (unit vectors), so exp(logit − 1/τ) cannot overflow, and callers
+    ensure 2/τ stays inside the dtype's exponent range so that it cannot underflow to zero
+    either: one fixed shift then serves rows and columns alike, with no max pass. The three
+    (B, B) blocks of exponentials are kept for the backward, where they become softmax weights.
     """
 
     @staticmethod
     def forward(ctx: Any, z1: Tensor, z2: Tensor, inv_tau: float) -> Tensor:  # noqa: D102
         b = z1.shape[0]
         z1s = z1 * inv_tau
-        s01 = z1s @ z2.T
-        s00 = z1s @ z1.T
-        s11 = (z2 * inv_tau) @ z2.T
-        s00.fill_diagonal_(float("-inf"))
-        s11.fill_diagonal_(float("-inf"))
-        lse1 = torch.logaddexp(torch.logsumexp(s01, 1), torch.logsumexp(s00, 1))
-        lse2 = torch.logaddexp(torch.logsumexp(s01, 0), torch.logsumexp(s11, 1))
-        loss = (lse1.sum() + lse2.sum() - 2 * s01.diagonal().sum()) / (2 * b)
-        ctx.save_for_backward(z1, z2, s01, s00, s11, lse1, lse2)
+        e01 = z1s @ z2.T
+        pos = e01.diagonal().sum()
+        e01.sub_(inv_tau).exp_()
+        e00 = torch.mm(z1s, z1.T).sub_(inv_tau).exp_()
+        e11 = torch.mm(z2 * inv_tau, z2.T).sub_(inv_tau).exp_()
+        e00.fill_diagonal_(0.0)  # self-similarity is not a candidate
+        e11.fill_diagonal_(0.0)
+        r1 = e01.sum(1) + e00.sum(1)  # Σ over view-1 anchor i's candidates, times e^(−1/τ)
+        r2 = e01.sum(0) + e11.sum(1)
+        lse_sum = r1.log().sum() + r2.log().sum() + 2 * b * inv_tau
+        ctx.save_for_backward(z1, z2, e01, e00, e11, r1, r2)
         ctx.inv_tau = inv_tau
-        return loss
+        return (lse_sum - 2 * pos) / (2 * b)
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, Tensor, None]:  # noqa: D102
-        z1, z2, s01, s00, s11, lse1, lse2 = ctx.saved_tensors
+        z1, z2, e01, e00, e11, r1, r2 = ctx.saved_tensors
         b = z1.shape[0]
-        # dL/ds01[i,j] = p1[i, j] + p2[j, i] − 2·δ_ij (view-1 anchor i, view-2 anchor j)
-        p01 = torch.sub(s01, lse1[:, None]).exp_()
-        p01.add_(torch.sub(s01, lse2[None, :]).exp_())
+        inv1, inv2 = r1.reciprocal()[:, None], r2.reciprocal()
+        # dL/ds01[i,j] ∝ p1[i, j] + p2[j, i] − 2·δ_ij (view-1 anchor i, view-2 anchor j)
+        p01 = e01 * (inv1 + inv2[None, :])
         p01.diagonal().sub_(2.0)
-        p00 = torch.sub(s00, lse1[:, None]).exp_()  # diagonal is exp(-inf) = 0
-        p11 = torch.sub(s11, lse2[:, None]).exp_()
-        p00.add_(p00.T.clone())  # s00 is symmetric in z1: both factors get the gradient
-        p11.add_(p11.T.clone())
+        p00 = e00 * inv1  # s00 = z1·z1ᵀ: both factors get the gradient, hence p00 and p00ᵀ
+        p11 = e11 * inv2[:, None]
+        g1 = torch.addmm(torch.addmm(p00 @ z1, p00.T, z1), p01, z2)
+        g2 = torch.addmm(torch.addmm(p11 @ z2, p11.T, z2), p01.T, z1)
         scale = grad_out * (ctx.inv_tau / (2 * b))
-        g1 = torch.addmm(p00 @ z1, p01, z2).mul_(scale)
-        g2 = torch.addmm(p11 @ z2, p01.T, z1).mul_(scale)
-        return g1, g2, None
+        return g1.mul_(scale), g2.mul_(scale), None
 
 
 def nt_xent(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
@@ -136,7 +141,8 @@ def nt_xent(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
     Equal to lightly's ``NTXentLoss(temperature=tau)`` without a memory bank.
 
     Works on the three (B, B) blocks z1·z2ᵀ, z1·z1ᵀ, z2·z2ᵀ (z2·z1ᵀ is a transpose) with a
-    fused backward; a ``tau`` tensor that requires grad takes the plain-autograd path.
+    fused backward; a ``tau`` tensor that requires grad, or a τ so small that e^(−2/τ)
+    underflows in the input dtype (float32: τ < 0.026), takes the plain-autograd path.
     """
     if z1.shape != z2.shape or z1.dim() != 2:
         raise ValueError(
@@ -144,9 +150,10 @@ def nt_xent(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
         )
     a = F.normalize(z1, dim=-1)
     p = F.normalize(z2, dim=-1)
-    if isinstance(tau, Tensor):
-        if tau.requires_grad:
-            return _nt_xent_reference(a, p, tau)
-        tau = float(tau)
-    out: Tensor = _NTXentFused.apply(a, p, 1.0 / tau)
+    if isinstance(tau, Tensor) and tau.requires_grad:
+        return _nt_xent_reference(a, p, tau)
+    inv_tau = 1.0 / float(tau)
+    if 2 * inv_tau > _SHIFT_LIMIT * -math.log(torch.finfo(a.dtype).tiny):
+        return _nt_xent_reference(a, p, 1.0 / inv_tau)  # e^(−2/τ) would underflow
+    out: Tensor = _NTXentFused.apply(a, p, inv_tau)
     return out

@@ -22,13 +22,13 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
           search: pd.DataFrame) -> pd.DataFrame:
     """Join the stage tables into the leaderboard.
 
-    grid: ``data/grid.json`` cells; records: ``cell.json`` per cell id; stats: one row per
+    grid: ``data/grid.json`` cells (with status and reason); records: ``cell.json`` per cell id; stats: one row per
     (cell, representation) — raw columns keep their names, normalised ones get ``norm_``.
     """
     board = grid.copy()
     board["final_loss"] = board.cell_id.map(lambda c: records.get(c, {}).get("final_loss"))
     board["wall_seconds"] = board.cell_id.map(lambda c: records.get(c, {}).get("wall_seconds"))
-    board["reason"] = board.cell_id.map(lambda c: records.get(c, {}).get("reason", "") or "")
+    board["reason"] = board["reason"].fillna("")  # grid.json: the training failure, if any
     board["git_sha"] = board.cell_id.map(lambda c: records.get(c, {}).get("git_sha", ""))
     for rep, prefix in (("raw", ""), ("normalized", "norm_")):
         part = stats[stats.representation == rep] if len(stats) else pd.DataFrame(columns=["cell_id"])

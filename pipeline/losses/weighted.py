@@ -1,0 +1,143 @@
+"""Weighted InfoNCE: cross-entropy between a target distribution over the other samples and
+softmax_j(s_ij/τ) (SPEC.md §1: SupCon, Soft SupCon, y-Aware, X-CLR).
+
+Candidates for anchor i are all other samples of the batch (self excluded from the softmax).
+An anchor whose target row is all zero (SupCon: no other member of its class) is excluded from
+the mean; if no anchor has a target the loss is 0 (still attached to the graph).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def _eye(n: int, device: torch.device) -> Tensor:
+    return torch.eye(n, dtype=torch.bool, device=device)
+
+
+_SHIFT_LIMIT = 0.9  # fraction of the dtype's exponent range the fixed shift may use
+
+
+def _weighted_reference(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tensor:
+    """Plain-autograd weighted InfoNCE (learnable τ, targets with a gradient, tiny τ)."""
+    zn = F.normalize(z, dim=-1)
+    eye = _eye(len(zn), zn.device)
+    logits = (zn @ zn.T / tau).masked_fill(eye, float("-inf"))
+    logp = torch.log_softmax(logits, dim=1).masked_fill(eye, 0.0)  # avoid 0·(−inf)
+    per_anchor = -(targets * logp).sum(dim=1)
+    valid = targets.sum(dim=1) > 0
+    if not bool(valid.any()):
+        return (logits.masked_fill(eye, 0.0) * 0.0).sum()
+    return per_anchor[valid].mean()
+
+
+class _WeightedFused(torch.autograd.Function):
+    """Weighted InfoNCE on unit vectors with a hand-written backward (first order only).
+
+    Per anchor, −Σ_j w_ij log p_ij = m_i·lse_i − Σ_j w_ij s_ij with m_i = Σ_j w_ij; the
+    log-sum-exp uses the fixed shift 1/τ (every logit is ≤ 1/τ; callers keep e^(−2/τ) inside
+    the dtype's range), and the kept exponentials give the softmax in the backward:
+    dL/ds_ij = (m_i·p_ij − w_ij) / #anchors, symmetric in (i, j) through s = z·zᵀ.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, z: Tensor, targets: Tensor, inv_tau: float, count: int) -> Tensor:  # noqa: D102
+        s = (z * inv_tau) @ z.T
+        mass = targets.sum(1)
+        ws = (targets * s).sum()  # w_ii = 0, so the finite diagonal adds nothing
+        e = s.sub_(inv_tau).exp_()
+        e.fill_diagonal_(0.0)  # self is not a candidate
+        r = e.sum(1)
+        loss = ((r.log() + inv_tau) * mass).sum() - ws
+        ctx.save_for_backward(z, targets, e, mass / r)
+        ctx.inv_tau, ctx.count = inv_tau, count
+        return loss / count
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None]:  # noqa: D102
+        z, targets, e, scale_rows = ctx.saved_tensors
+        g = (e * scale_rows[:, None]).sub_(targets)  # not in place: retain_graph may reuse e
+        dz = torch.addmm(g @ z, g.T, z)
+        return dz.mul_(grad_out * (ctx.inv_tau / ctx.count)), None, None, None
+
+
+def weighted_infonce(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tensor:
+    """Mean over anchors of −Σ_j w_ij log softmax_{j≠i}(s_ij/τ).
+
+    z: ``(N, d)`` L2-normalised inside; targets: ``(N, N)`` rows summing to 1 (or 0 to exclude
+    the anchor) with zero diagonal, no gradient through them on the fast path (a target
+    matrix that requires grad, a learnable τ, or e^(−2/τ) underflowing in z's dtype take the
+    plain-autograd path; float32: τ < 0.026).
+    """
+    zn = F.normalize(z, dim=-1)
+    if (isinstance(tau, Tensor) and tau.requires_grad) or targets.requires_grad:
+        return _weighted_reference(zn, targets, tau)
+    inv_tau = 1.0 / float(tau)
+    count = int((targets.sum(1) > 0).sum())
+    if count == 0 or 2 * inv_tau > _SHIFT_LIMIT * -math.log(torch.finfo(zn.dtype).tiny):
+        return _weighted_reference(zn, targets, 1.0 / inv_tau)
+    out: Tensor = _WeightedFused.apply(zn, targets.to(zn.dtype), inv_tau, count)
+    return out
+
+
+def _row_normalise(w: Tensor) -> Tensor:
+    """Divide each row by its sum in place; all-zero rows stay zero."""
+    mass = w.sum(dim=1, keepdim=True)
+    return w.mul_(torch.where(mass > 0, mass.reciprocal(), torch.zeros_like(mass)))
+
+
+def supcon_targets(labels: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """w_ij uniform over the other members of i's class; a zero row for a singleton class."""
+    same = labels[:, None] == labels[None, :]
+    return _row_normalise(same.to(dtype).fill_diagonal_(0.0))
+
+
+def soft_supcon_targets(labels: Tensor, eps: float, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Same-class weight 1, other classes ``eps``, self 0, normalised per row.
+
+    A singleton class's anchor gets a uniform target over the other samples (eps > 0).
+    """
+    same = labels[:, None] == labels[None, :]
+    w = torch.full(same.shape, eps, dtype=dtype, device=labels.device).masked_fill(same, 1.0)
+    return _row_normalise(w.fill_diagonal_(0.0))
+
+
+def y_aware_targets(y: Tensor, sigma: float) -> Tensor:
+    """w_ij ∝ exp(−‖y_i − y_j‖²/(2σ²)), j ≠ i, for continuous labels ``(N,)`` or ``(N, m)``."""
+    yy = y.reshape(len(y), -1)
+    if not yy.is_floating_point():
+        yy = yy.to(torch.get_default_dtype())
+    d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)  # exact, unlike cdist's matmul path
+    logits = (-d2 / (2 * sigma**2)).masked_fill(_eye(len(y), y.device), float("-inf"))
+    return torch.softmax(logits, dim=1)
+
+
+def xclr_targets(similarity: Tensor, tau_s: float) -> Tensor:
+    """w_i· = softmax_{j≠i}(S_ij/τ_s) for a similarity graph ``(N, N)``; self excluded."""
+    eye = _eye(len(similarity), similarity.device)
+    return torch.softmax((similarity / tau_s).masked_fill(eye, float("-inf")), dim=1)
+
+
+def supcon(z: Tensor, labels: Tensor, tau: float | Tensor) -> Tensor:
+    """SupCon (the "out" form): uniform target over i's other class members; z ``(N, d)``."""
+    return weighted_infonce(z, supcon_targets(labels, z.dtype), tau)
+
+
+def soft_supcon(z: Tensor, labels: Tensor, tau: float | Tensor, eps: float) -> Tensor:
+    """Soft SupCon: same-class weight 1, other classes ``eps`` > 0, normalised."""
+    return weighted_infonce(z, soft_supcon_targets(labels, eps, z.dtype), tau)
+
+
+def y_aware(z: Tensor, y: Tensor, tau: float | Tensor, sigma: float) -> Tensor:
+    """y-Aware InfoNCE with a Gaussian kernel of width ``sigma`` on continuous labels ``y``."""
+    return weighted_infonce(z, y_aware_targets(y.to(z.dtype), sigma), tau)
+
+
+def xclr(z: Tensor, similarity: Tensor, tau: float | Tensor, tau_s: float) -> Tensor:
+    """X-CLR: targets softmax_j(S_ij/τ_s) from a given similarity graph ``(N, N)``."""
+    return weighted_infonce(z, xclr_targets(similarity.to(z.dtype), tau_s), tau)

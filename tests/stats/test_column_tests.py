@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+
+from pipeline.stats import (
+    ColumnTests,
+    anderson_darling,
+    column_tests,
+    concat_column_tests,
+    dagostino_pearson,
+)
+
+
+def test_equals_separate_functions(rng):
+    x = rng.laplace(size=(500, 9)).astype(np.float32)
+    res = column_tests(x)
+    stat, p = dagostino_pearson(x)
+    np.testing.assert_allclose(res.ad, anderson_darling(x), rtol=1e-12)
+    np.testing.assert_allclose(res.dp_stat, stat, rtol=1e-12)
+    np.testing.assert_allclose(res.dp_p, p, rtol=1e-12)
+    np.testing.assert_array_equal(res.dp_pass, p > 0.05)
+
+
+def test_concat_of_blocks_equals_whole(rng):
+    x = rng.standard_t(5, size=(400, 23))
+    whole = column_tests(x)
+    parts = [column_tests(x[:, s : s + 5]) for s in range(0, 23, 5)]
+    joined = concat_column_tests(parts)
+    for field in ("ad", "ad_pass", "dp_stat", "dp_p"):
+        np.testing.assert_array_equal(getattr(joined, field), getattr(whole, field))
+
+
+def test_concat_empty_raises():
+    with pytest.raises(ValueError, match=r"parts = \[\]"):
+        concat_column_tests([])
+
+
+def test_block_must_be_2d():
+    with pytest.raises(ValueError, match=r"block.shape = \(5,\): expected a 2-D"):
+        column_tests(np.zeros(5))
+
+
+def test_frozen(rng):
+    res = column_tests(rng.normal(size=(20, 2)))
+    assert isinstance(res, ColumnTests)
+    with pytest.raises(AttributeError):
+        res.ad = None
+
+
+def test_calibration_on_gaussian_data():
+    # SPEC §2: exactly Gaussian coordinates give mean A² ≈ 0.39 and ~95% passes per test
+    x = np.random.default_rng(7).standard_normal((2000, 400))
+    res = column_tests(x)
+    assert abs(res.ad_pass.mean() - 0.95) <= 0.03
+    assert abs(res.dp_pass.mean() - 0.95) <= 0.03
+    assert abs(res.ad.mean() - 0.39) <= 0.04
