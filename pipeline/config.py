@@ -12,18 +12,22 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pipeline.datasets.registry import DATASETS, resolve_augment_options, resolve_dataset_options
+from pipeline.encoders.registry import ENCODERS, resolve_encoder_options
 from pipeline.losses.registry import LOSSES, resolve_options
+from pipeline.losses.schedules import SCHEDULES, resolve_schedule_options
 
-ARCHS = ("linear", "mlp")
-DATASETS = ("laplace",)
-
+OBJECTIVES = ("contrastive", "supervised")
+# The grid's τ is the schedule's target: this option of each schedule is set to it.
+SCHEDULE_TAU_KEY = {"constant": "tau", "log_anneal": "tau_min", "linear": "tau_end",
+                    "cosine": "tau_end", "learnable": "tau_init"}
 
 class ConfigError(ValueError):
     """A params problem, worded as ``<dotted key> = <value>: <what is allowed>``."""
@@ -34,17 +38,14 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    """A dataset and its augmentation channel (SPEC.md §2)."""
+    """A dataset, its options and its augmentation (SPEC.md §2); options are filled in by name."""
 
-    name: Literal["laplace"]
-    input_dim: int = Field(ge=1)
+    name: str
     n_train: int = Field(ge=2)
     n_heldout: int = Field(ge=8)
-    channel_a: float = Field(ge=0.0, le=1.0)  # A in x' = A·x + √(1−A²)·ε
-    noise_std: float = Field(ge=0.0)
-    dropout: float = Field(ge=0.0, lt=1.0)
-    scale_std: float = Field(ge=0.0)  # per-sample scale exp(N(0, scale_std²))
     seed: int
+    options: dict[str, Any]  # the dataset's own options (input_dim, path, ...)
+    augment: dict[str, Any]  # the view function's options (channel A, jitter, crops, ...)
 
 
 def _as_list(value: Any) -> Any:
@@ -54,9 +55,11 @@ def _as_list(value: Any) -> Any:
 class GridConfig(_Section):
     """Axes of the benchmark grid; every combination is one cell."""
 
+    objective: list[str]  # contrastive | supervised (cross-entropy on labels, same encoder)
     loss: list[str]
     k: list[int]
     tau: list[float]
+    tau_schedule: list[str]
     n: list[int]
     arch: list[str]
     embed_dim: list[int]
@@ -66,17 +69,22 @@ class GridConfig(_Section):
 
 
 class TrainConfig(_Section):
-    epochs: int = Field(ge=1)
+    epochs: int = Field(ge=0)  # 0: export the initial (or frozen pretrained) encoder only
     batch_size: int = Field(ge=2)
     lr: float = Field(gt=0.0)
     optimizer: Literal["adam", "sgd"]
     negatives: Literal["independent", "in_batch"]
     threads: int = Field(ge=1)  # torch threads per cell; one per core beats two per job
+    device: Literal["auto", "cpu", "cuda"]  # auto: CUDA when present
+    bf16: bool  # bf16 autocast on CUDA (ignored on CPU)
 
 
 class StatsConfig(_Section):
     block_cols: int = Field(ge=1)  # columns per Dask task
     n_workers: int = Field(ge=1)
+    projections: int = Field(ge=0)  # random orthonormal directions tested besides the coordinates
+    bootstrap: int = Field(ge=0)  # row resamples for the CV interval; 0 = no intervals at all
+    epochs: list[int]  # epochs whose embeddings are kept and analysed too (0: untrained control)
 
 
 class SearchConfig(_Section):
@@ -99,6 +107,7 @@ class Params(_Section):
     data: DataConfig
     grid: GridConfig
     loss_options: dict[str, dict[str, Any]]
+    schedule_options: dict[str, dict[str, Any]]
     arch_options: dict[str, dict[str, Any]]
     train: TrainConfig
     stats: StatsConfig
@@ -107,21 +116,22 @@ class Params(_Section):
     tracking: TrackingConfig
 
 
-ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "linear": {"bias": False},
-    "mlp": {"hidden": [128], "bias": True},
-}
-
-
 @dataclass(frozen=True)
 class Cell:
-    """One grid cell: everything that determines its training run, and its stable id."""
+    """One grid cell: everything that determines its training run, and its stable id.
+
+    Supervised cells ignore the contrastive axes: their loss is ``cross_entropy`` and k, τ are 0,
+    so the grid holds one supervised cell per (n, arch, embed_dim, seed).
+    """
 
     cell_id: str
+    objective: str
     loss: str
     loss_options: Mapping[str, Any]
     k: int
     tau: float
+    tau_schedule: str
+    schedule_options: Mapping[str, Any]
     n: int
     arch: str
     arch_options: Mapping[str, Any]
@@ -132,22 +142,17 @@ class Cell:
 
     def config(self) -> dict[str, Any]:
         """The resolved cell config (JSON-ready); its hash is the cell id."""
-        return _cell_config(self.loss, dict(self.loss_options), self.k, self.tau, self.n,
-                            self.arch, dict(self.arch_options), self.embed_dim, self.seed,
-                            self.train, self.data)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cell_id"}
+        out.update(loss_options=dict(self.loss_options), arch_options=dict(self.arch_options),
+                   schedule_options=dict(self.schedule_options),
+                   train=self.train.model_dump(exclude={"threads"}),  # speed, not results
+                   data=self.data.model_dump())
+        return out
 
     def grid_values(self) -> dict[str, Any]:
-        return {"loss": self.loss, "k": self.k, "tau": self.tau, "n": self.n,
-                "arch": self.arch, "embed_dim": self.embed_dim, "seed": self.seed}
-
-
-def _cell_config(loss: str, loss_options: dict[str, Any], k: int, tau: float, n: int, arch: str,
-                 arch_options: dict[str, Any], embed_dim: int, seed: int, train: TrainConfig,
-                 data: DataConfig) -> dict[str, Any]:
-    train_keys = train.model_dump(exclude={"threads"})  # threads change speed, not results
-    return {"loss": loss, "loss_options": loss_options, "k": k, "tau": tau, "n": n, "arch": arch,
-            "arch_options": arch_options, "embed_dim": embed_dim, "seed": seed,
-            "train": train_keys, "data": data.model_dump()}
+        return {"objective": self.objective, "loss": self.loss, "k": self.k, "tau": self.tau,
+                "tau_schedule": self.tau_schedule, "n": self.n, "arch": self.arch,
+                "embed_dim": self.embed_dim, "seed": self.seed}
 
 
 def cell_id_of(config: Mapping[str, Any]) -> str:
@@ -178,20 +183,38 @@ def _lookup(raw: Any, loc: tuple[Any, ...]) -> Any:
 def _format_validation(err: ValidationError, raw: Mapping[str, Any]) -> str:
     lines = []
     for e in err.errors():
-        loc = tuple(p for p in e["loc"] if p not in ("function-after",))
-        value = _lookup(raw, loc)
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key; allowed keys are listed in params.yaml and pipeline/config.py"
+        loc = tuple(e["loc"])
         if e["type"] == "missing":
             lines.append(f"{_dotted(loc)}: missing; every key must be set (see params.yaml)")
             continue
-        lines.append(f"{_dotted(loc)} = {value!r}: {msg}")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key; allowed keys are listed in params.yaml and pipeline/config.py"
+        lines.append(f"{_dotted(loc)} = {_lookup(raw, loc)!r}: {msg}")
     return "\n".join(lines)
 
 
-def _check_cross_fields(p: Params) -> None:
-    """Rules that span sections; each message names the key, the value and the limit."""
+def _check_names(p: Params) -> None:
+    """Every name on a grid axis or an options key must be registered."""
+    g = p.grid
+    axes = {"objective": ("objective", OBJECTIVES), "loss": ("loss", LOSSES),
+            "tau_schedule": ("schedule", SCHEDULES), "arch": ("architecture", ENCODERS)}
+    for axis, (noun, allowed) in axes.items():
+        for i, name in enumerate(getattr(g, axis)):
+            if name not in allowed:
+                raise ConfigError(f"grid.{axis}[{i}] = {name!r}: unknown {noun}; "
+                                  f"allowed: {sorted(allowed)}")
+    for section, allowed in (("loss_options", LOSSES), ("schedule_options", SCHEDULES),
+                             ("arch_options", ENCODERS)):
+        for name in getattr(p, section):
+            if name not in allowed:
+                raise ConfigError(f"{section}.{name}: unknown name; allowed: {sorted(allowed)}")
+    if p.data.name not in DATASETS:
+        raise ConfigError(f"data.name = {p.data.name!r}: unknown dataset; allowed: {sorted(DATASETS)}")
+
+
+def _check_values(p: Params) -> None:
+    """Rules across sections; each message names the key, the value and the limit."""
     g, t = p.grid, p.train
     for i, tau in enumerate(g.tau):
         if not tau > 0:
@@ -200,21 +223,19 @@ def _check_cross_fields(p: Params) -> None:
         for i, v in enumerate(getattr(g, axis)):
             if v < 1:
                 raise ConfigError(f"grid.{axis}[{i}] = {v}: must be >= 1")
+    labels = DATASETS[p.data.name].labels
     for i, name in enumerate(g.loss):
-        if name not in LOSSES:
-            raise ConfigError(f"grid.loss[{i}] = {name!r}: unknown loss; allowed: {sorted(LOSSES)}")
-        if LOSSES[name].needs_labels:
+        if LOSSES[name].needs_labels and labels == "none" and "contrastive" in g.objective:
             raise ConfigError(f"grid.loss[{i}] = {name!r}: needs labels, and data.name = "
                               f"{p.data.name!r} has none")
+    if "supervised" in g.objective and labels != "class":
+        raise ConfigError(f"grid.objective = {g.objective}: 'supervised' needs class labels, and "
+                          f"data.name = {p.data.name!r} has none")
+    kind = DATASETS[p.data.name].kind
     for i, arch in enumerate(g.arch):
-        if arch not in ARCHS:
-            raise ConfigError(f"grid.arch[{i}] = {arch!r}: unknown architecture; allowed: {list(ARCHS)}")
-    for name in p.loss_options:
-        if name not in LOSSES:
-            raise ConfigError(f"loss_options.{name}: unknown loss; allowed: {sorted(LOSSES)}")
-    for name in p.arch_options:
-        if name not in ARCH_DEFAULTS:
-            raise ConfigError(f"arch_options.{name}: unknown architecture; allowed: {list(ARCHS)}")
+        if kind not in ENCODERS[arch].kind:
+            raise ConfigError(f"grid.arch[{i}] = {arch!r}: takes {list(ENCODERS[arch].kind)} "
+                              f"inputs, and data.name = {p.data.name!r} is {kind}")
     for i, n in enumerate(g.n):
         if n > p.data.n_train:
             raise ConfigError(f"grid.n[{i}] = {n} > data.n_train = {p.data.n_train}: "
@@ -222,6 +243,9 @@ def _check_cross_fields(p: Params) -> None:
         if n < t.batch_size:
             raise ConfigError(f"grid.n[{i}] = {n} < train.batch_size = {t.batch_size}: "
                               "need at least one full batch")
+    for i, e in enumerate(p.stats.epochs):
+        if not 0 <= e <= t.epochs:
+            raise ConfigError(f"stats.epochs[{i}] = {e}: must be in [0, train.epochs = {t.epochs}]")
     if t.negatives == "in_batch":
         for i, k in enumerate(g.k):
             if k > t.batch_size - 1:
@@ -229,13 +253,23 @@ def _check_cross_fields(p: Params) -> None:
                                   "in-batch negatives come from the other samples of the batch")
 
 
-def _arch_options(p: Params, arch: str) -> dict[str, Any]:
-    given = p.arch_options.get(arch, {})
-    unknown = sorted(set(given) - set(ARCH_DEFAULTS[arch]))
-    if unknown:
-        raise ConfigError(f"arch_options.{arch}.{unknown[0]} = {given[unknown[0]]!r}: unknown option; "
-                          f"allowed: {sorted(ARCH_DEFAULTS[arch])}")
-    return {**ARCH_DEFAULTS[arch], **given}
+def _resolve_options(p: Params) -> Params:
+    """Fill every option of every named dataset, loss, schedule and encoder (errors name the key)."""
+    g = p.grid
+    try:
+        data = p.data.model_copy(update={
+            "options": resolve_dataset_options(p.data.name, p.data.options, "data.options"),
+            "augment": resolve_augment_options(p.data.name, p.data.augment, "data.augment")})
+        losses = {n: resolve_options(n, p.loss_options.get(n), f"loss_options.{n}")
+                  for n in sorted(set(g.loss) | set(p.loss_options))}
+        schedules = {n: resolve_schedule_options(n, p.schedule_options.get(n), f"schedule_options.{n}")
+                     for n in sorted(set(g.tau_schedule) | set(p.schedule_options))}
+        archs = {a: resolve_encoder_options(a, p.arch_options.get(a), f"arch_options.{a}")
+                 for a in sorted(set(g.arch) | set(p.arch_options))}
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return p.model_copy(update={"data": data, "loss_options": losses, "schedule_options": schedules,
+                                "arch_options": archs})
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -260,20 +294,14 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def from_mapping(raw: Mapping[str, Any]) -> Params:
-    """Validate a raw params mapping into :class:`Params` (raises :class:`ConfigError`)."""
+    """Validate a raw params mapping into :class:`Params` with every option filled in."""
     try:
         params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(_format_validation(err, raw)) from None
-    _check_cross_fields(params)
-    for name in set(params.grid.loss) | set(params.loss_options):
-        try:
-            resolve_options(name, params.loss_options.get(name), f"loss_options.{name}")
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-    for arch in params.grid.arch:
-        _arch_options(params, arch)
-    return params
+    _check_names(params)
+    _check_values(params)
+    return _resolve_options(params)
 
 
 def load(path: str | Path = "params.yaml", profile: str | Path | None = None) -> Params:
@@ -284,21 +312,34 @@ def load(path: str | Path = "params.yaml", profile: str | Path | None = None) ->
     return from_mapping(raw)
 
 
+def _cell(params: Params, objective: str, loss: str, k: int, tau: float, schedule: str, n: int,
+          arch: str, dim: int, seed: int) -> Cell:
+    if objective == "supervised":
+        loss, k, tau, schedule = "cross_entropy", 0, 0.0, "none"
+        loss_opts: dict[str, Any] = {}
+        sched_opts: dict[str, Any] = {}
+    else:
+        loss_opts = params.loss_options[loss]
+        try:  # the schedule's options with the grid's τ as its target, checked together
+            sched_opts = resolve_schedule_options(
+                schedule, {**params.schedule_options[schedule], SCHEDULE_TAU_KEY[schedule]: tau},
+                f"schedule_options.{schedule} (with {SCHEDULE_TAU_KEY[schedule]} = grid.tau {tau})")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    fields_ = dict(objective=objective, loss=loss, loss_options=loss_opts, k=k, tau=tau,
+                   tau_schedule=schedule, schedule_options=sched_opts, n=n, arch=arch,
+                   arch_options=params.arch_options[arch], embed_dim=dim, seed=seed,
+                   train=params.train, data=params.data)
+    probe = Cell(cell_id="", **fields_)  # type: ignore[arg-type]
+    return Cell(cell_id=cell_id_of(probe.config()), **fields_)  # type: ignore[arg-type]
+
+
 def expand(params: Params) -> list[Cell]:
-    """Every combination of the grid axes, in a stable order, with its cell id."""
+    """Every combination of the grid axes, in a stable order, with its cell id (no duplicates)."""
     g = params.grid
-    cells = []
-    for loss, k, tau, n, arch, dim, seed in itertools.product(
-        g.loss, g.k, g.tau, g.n, g.arch, g.embed_dim, g.seed
-    ):
-        loss_opts = resolve_options(loss, params.loss_options.get(loss), f"loss_options.{loss}")
-        arch_opts = _arch_options(params, arch)
-        config = _cell_config(loss, loss_opts, k, tau, n, arch, arch_opts, dim, seed,
-                              params.train, params.data)
-        cells.append(Cell(cell_id=cell_id_of(config), loss=loss, loss_options=loss_opts, k=k,
-                          tau=tau, n=n, arch=arch, arch_options=arch_opts, embed_dim=dim,
-                          seed=seed, train=params.train, data=params.data))
-    ids = [c.cell_id for c in cells]
-    if len(set(ids)) != len(ids):
-        raise ConfigError("grid: duplicate values on an axis give the same cell twice")
-    return cells
+    cells: dict[str, Cell] = {}
+    for combo in itertools.product(g.objective, g.loss, g.k, g.tau, g.tau_schedule, g.n, g.arch,
+                                   g.embed_dim, g.seed):
+        cell = _cell(params, *combo)
+        cells.setdefault(cell.cell_id, cell)
+    return list(cells.values())

@@ -1,8 +1,9 @@
-"""Train one grid cell: config and data in, encoder and history out. Pure torch, no I/O.
+"""Train one grid cell: config and data in, encoder, history and snapshots out. Pure torch, no I/O.
 
 Random streams (all from :mod:`pipeline.seeding`):
-- initial weights: (seed, arch, its options, input and embedding dims) — cells that differ only
-  in loss, k or τ start from the same weights, so their comparison is paired;
+- initial weights: (seed, arch, its options, input shape, embedding size) — cells that differ
+  only in loss, k or τ start from the same weights, so their comparison is paired, and the
+  untrained control of a cell is exactly its epoch-0 encoder;
 - the training subsample of size n: (seed, n);
 - batches, augmentations and negatives: (seed, cell_id);
 - the held-out positive views: the data seed alone, so every cell is scored on the same views.
@@ -10,18 +11,32 @@ Random streams (all from :mod:`pipeline.seeding`):
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pipeline.config import Cell, DataConfig
-from pipeline.datasets import augment
-from pipeline.encoders import build_encoder
+from pipeline.config import Cell
+from pipeline.datasets import Dataset, make_augmenter
+from pipeline.encoders import (
+    autocast_context,
+    classifier_head,
+    make_encoder,
+    pick_device,
+    supervised_loss,
+)
 from pipeline.losses import LOSSES, LossBatch, in_batch_negatives
+from pipeline.losses.schedules import LearnableTemperature, temperature_at
+from pipeline.losses.synco import enqueue
 from pipeline.seeding import numpy_generator, seeded_init, torch_generator
+
+Augmenter = Callable[[Tensor, torch.Generator], Tensor]
+EMBED_BATCH = 1024
 
 
 class DivergedError(RuntimeError):
@@ -32,6 +47,7 @@ class DivergedError(RuntimeError):
 class EpochRecord:
     epoch: int
     loss: float
+    tau_mean: float  # the temperature averaged over the epoch's steps
     seconds: float
 
 
@@ -40,13 +56,30 @@ class TrainResult:
     model: nn.Module
     history: list[EpochRecord]
     train_indices: np.ndarray  # rows of the training set this cell saw, (n,)
+    snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
-def initial_encoder(cell: Cell, input_dim: int) -> nn.Module:
+@dataclass
+class _State:
+    """What the loop carries besides the encoder: the extra trainable parts and MoCo state."""
+
+    model: nn.Module
+    head: nn.Module | None = None  # supervised classifier
+    temperature: LearnableTemperature | None = None
+    momentum: nn.Module | None = None  # SynCo's key encoder
+    queue: Tensor | None = None
+    ptr: int = 0
+
+    def trainable(self) -> list[nn.Parameter]:
+        parts: Iterable[nn.Module | None] = (self.model, self.head, self.temperature)
+        return [p for m in parts if m is not None for p in m.parameters() if p.requires_grad]
+
+
+def initial_encoder(cell: Cell, input_shape: tuple[int, ...]) -> nn.Module:
     """The cell's encoder at initialisation (epoch 0)."""
-    opts = sorted(cell.arch_options.items())
-    with seeded_init(cell.seed, cell.arch, opts, input_dim, cell.embed_dim, "init"):
-        return build_encoder(cell.arch, input_dim, cell.embed_dim, cell.arch_options)
+    opts = sorted((k, str(v)) for k, v in cell.arch_options.items())
+    with seeded_init(cell.seed, cell.arch, opts, tuple(input_shape), cell.embed_dim, "init"):
+        return make_encoder(cell.arch, tuple(input_shape), cell.embed_dim, cell.arch_options)
 
 
 def subsample(cell: Cell, n_train: int) -> np.ndarray:
@@ -55,60 +88,134 @@ def subsample(cell: Cell, n_train: int) -> np.ndarray:
     return np.sort(rng.choice(n_train, size=cell.n, replace=False))
 
 
-def _view(x: Tensor, data: DataConfig, gen: torch.Generator) -> Tensor:
-    return augment(x, data.channel_a, data.noise_std, data.dropout, data.scale_std, gen)
+def _initial_state(cell: Cell, dataset: Dataset, device: torch.device) -> _State:
+    state = _State(model=initial_encoder(cell, dataset.input_shape).to(device))
+    if cell.objective == "supervised":
+        with seeded_init(cell.seed, cell.cell_id, "head"):
+            state.head = classifier_head(cell.embed_dim, int(dataset.n_classes or 0)).to(device)
+    if cell.tau_schedule == "learnable":
+        state.temperature = LearnableTemperature(**cell.schedule_options).to(device)
+    opts = cell.loss_options
+    if cell.loss == "synco" and opts.get("queue_size"):
+        state.momentum = copy.deepcopy(state.model).requires_grad_(False)
+        gen = torch_generator(cell.seed, cell.cell_id, "queue")
+        state.queue = F.normalize(torch.randn(opts["queue_size"], cell.embed_dim, generator=gen),
+                                  dim=1).to(device)
+    return state
 
 
-def _loss_batch(model: nn.Module, x: Tensor, xb: Tensor, cell: Cell, gen: torch.Generator) -> LossBatch:
+def _tau(cell: Cell, state: _State, step: int, total: int) -> float | Tensor:
+    if state.temperature is not None:
+        return state.temperature()
+    return temperature_at(cell.tau_schedule, step, total, cell.schedule_options)
+
+
+def _contrastive(cell: Cell, state: _State, aug: Augmenter, x: Tensor, idx: Tensor,
+                 y: Tensor | None, gen: torch.Generator, step: int, tau: float | Tensor) -> Tensor:
     """Encode two views of the batch and its negatives (independent draws or in-batch picks)."""
-    z1 = model(_view(xb, cell.data, gen))
-    z2 = model(_view(xb, cell.data, gen))
+    dev = next(state.model.parameters()).device
+    xb = x[idx]
+    z1 = state.model(aug(xb, gen).to(dev))
+    v2 = aug(xb, gen).to(dev)
+    if state.momentum is not None:  # MoCo: keys from the momentum encoder, no gradient
+        with torch.no_grad():
+            z2 = state.momentum(v2)
+    else:
+        z2 = state.model(v2)
     negatives = None
     if LOSSES[cell.loss].needs_negatives:
         b = xb.shape[0]
         if cell.train.negatives == "independent":
-            idx = torch.randint(x.shape[0], (b * cell.k,), generator=gen)
-            negatives = model(_view(x[idx], cell.data, gen)).reshape(b, cell.k, -1)
+            neg_idx = torch.randint(x.shape[0], (b * cell.k,), generator=gen)
+            negatives = state.model(aug(x[neg_idx], gen).to(dev)).reshape(b, cell.k, -1)
         else:
             negatives = in_batch_negatives(z2, cell.k, gen)
-    return LossBatch(anchor=z1, positive=z2, negatives=negatives)
+    batch = LossBatch(anchor=z1, positive=z2, negatives=negatives,
+                      labels=None if y is None else y[idx].to(dev), queue=state.queue,
+                      generator=gen, step=step)
+    loss = LOSSES[cell.loss].fn(batch, tau, cell.loss_options)
+    if state.momentum is not None and state.queue is not None:
+        state.queue, state.ptr = enqueue(state.queue, F.normalize(z2.detach(), dim=1), state.ptr)
+    return loss
 
 
-def train_cell(cell: Cell, x_train: np.ndarray) -> TrainResult:
-    """Train the cell's encoder with its loss; raises :class:`DivergedError` on a non-finite loss."""
-    rows = subsample(cell, x_train.shape[0])
-    x = torch.from_numpy(np.ascontiguousarray(x_train[rows]))
-    model = initial_encoder(cell, x.shape[1])
+def _supervised(state: _State, aug: Augmenter, x: Tensor, idx: Tensor, y: Tensor,
+                gen: torch.Generator) -> Tensor:
+    dev = next(state.model.parameters()).device
+    assert state.head is not None
+    return supervised_loss(state.head(state.model(aug(x[idx], gen).to(dev))), y[idx].to(dev))
+
+
+def _momentum_update(state: _State, m: float) -> None:
+    if state.momentum is None:
+        return
+    with torch.no_grad():
+        for pk, pq in zip(state.momentum.parameters(), state.model.parameters(), strict=True):
+            pk.mul_(m).add_(pq.detach(), alpha=1.0 - m)
+
+
+def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()) -> TrainResult:
+    """Train the cell's encoder; raises :class:`DivergedError` on a non-finite loss.
+
+    ``snapshot_epochs``: epochs (0 = before training) whose held-out embeddings are kept.
+    """
+    device = pick_device(cell.train.device)
+    rows = subsample(cell, dataset.x_train.shape[0])
+    x = torch.from_numpy(np.ascontiguousarray(dataset.x_train[rows]))
+    y = None if dataset.y_train is None else torch.from_numpy(dataset.y_train[rows])
+    state = _initial_state(cell, dataset, device)
+    aug = make_augmenter(cell.data.name, cell.data.augment)
+    wanted = set(snapshot_epochs)
+    snapshots = {0: embed_heldout(state.model, dataset, cell)} if 0 in wanted else {}
+    params = state.trainable()
+    history: list[EpochRecord] = []
+    if not params:  # a frozen pretrained encoder without a head: export only
+        return TrainResult(state.model, history, rows, snapshots)
     opt_cls = torch.optim.Adam if cell.train.optimizer == "adam" else torch.optim.SGD
-    optimizer = opt_cls(model.parameters(), lr=cell.train.lr)
-    spec = LOSSES[cell.loss]
+    optimizer = opt_cls(params, lr=cell.train.lr)
     gen = torch_generator(cell.seed, cell.cell_id, "train")
     bs = cell.train.batch_size
-    history = []
+    per_epoch = x.shape[0] // bs
+    step = 0
     for epoch in range(1, cell.train.epochs + 1):
-        start, total, steps = time.perf_counter(), 0.0, 0
+        start, total, tau_sum = time.perf_counter(), 0.0, 0.0
         order = torch.randperm(x.shape[0], generator=gen)
-        for first in range(0, x.shape[0] - bs + 1, bs):  # drop the last partial batch
-            batch = _loss_batch(model, x, x[order[first:first + bs]], cell, gen)
-            loss = spec.fn(batch, cell.tau, cell.loss_options)
+        for first in range(0, per_epoch * bs, bs):  # drop the last partial batch
+            idx = order[first:first + bs]
+            tau = _tau(cell, state, step, cell.train.epochs * per_epoch)
+            with autocast_context(device, cell.train.bf16):
+                if cell.objective == "supervised":
+                    assert y is not None
+                    loss = _supervised(state, aug, x, idx, y, gen)
+                else:
+                    loss = _contrastive(cell, state, aug, x, idx, y, gen, step, tau)
             if not torch.isfinite(loss):
-                raise DivergedError(f"loss is {loss.item()} at epoch {epoch}, step {steps + 1}")
+                raise DivergedError(f"loss is {loss.item()} at epoch {epoch}, step {step + 1}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total, steps = total + loss.item(), steps + 1
-        history.append(EpochRecord(epoch, total / steps, time.perf_counter() - start))
-    return TrainResult(model=model, history=history, train_indices=rows)
+            _momentum_update(state, float(cell.loss_options.get("momentum", 0.0)))
+            total, tau_sum, step = total + loss.item(), tau_sum + float(tau), step + 1
+        history.append(EpochRecord(epoch, total / per_epoch, tau_sum / per_epoch,
+                                   time.perf_counter() - start))
+        if epoch in wanted:
+            snapshots[epoch] = embed_heldout(state.model, dataset, cell)
+    return TrainResult(state.model, history, rows, snapshots)
 
 
 @torch.no_grad()
-def embed_heldout(model: nn.Module, x_heldout: np.ndarray, data: DataConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Raw embeddings of the clean held-out inputs (view 0) and of one augmented view (view 1)."""
+def embed_heldout(model: nn.Module, dataset: Dataset, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
+    """Raw float32 embeddings of the clean held-out inputs (view 0) and of one view (view 1)."""
+    was_training = model.training
     model.eval()
-    x = torch.from_numpy(np.ascontiguousarray(x_heldout))
-    gen = torch_generator(data.seed, "heldout-view")
-    z0 = model(x)
-    z1 = model(_view(x, data, gen))
-    model.train()
-    return z0.numpy().astype(np.float32), z1.numpy().astype(np.float32)
-
+    dev = next(iter(model.parameters()), torch.empty(0)).device
+    aug = make_augmenter(cell.data.name, cell.data.augment)
+    gen = torch_generator(cell.data.seed, "heldout-view")
+    x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
+    z0, z1 = [], []
+    for first in range(0, x.shape[0], EMBED_BATCH):
+        xb = x[first:first + EMBED_BATCH]
+        z0.append(model(xb.to(dev)).float().cpu())
+        z1.append(model(aug(xb, gen).to(dev)).float().cpu())
+    model.train(was_training)
+    return torch.cat(z0).numpy(), torch.cat(z1).numpy()

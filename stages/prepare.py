@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.datasets import make_dataset
+from pipeline.datasets import load_dataset
 from pipeline.runtime.context import dataset_path, resolved_params
 from pipeline.runtime.storage import write_dataset
 
 
 def main(argv: list[str] | None = None) -> int:
     d = resolved_params().data
-    ds = make_dataset(d.name, d.input_dim, d.n_train, d.n_heldout, d.seed)
+    ds = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
     write_dataset(ds, dataset_path(d.name))
-    print(f"prepare: {ds.name} train {ds.x_train.shape} heldout {ds.x_heldout.shape} "
+    print(f"prepare: {ds.name} train {ds.x_train.shape} held-out {ds.x_heldout.shape} "
           f"hash {ds.content_hash()} -> {dataset_path(d.name)}")
     return 0
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from pipeline.report import leaderboard, plots
 from pipeline.runtime import storage
-from pipeline.runtime.context import CELLS, GRID, REPORTS, SEARCH, STATS, resolved_params
+from pipeline.runtime.context import CELLS, REPORTS, SEARCH, STATS, read_grid, resolved_params
 from pipeline.runtime.tracking import Tracker
 
 
@@ -33,16 +33,18 @@ def _log_to_mlflow(board: pd.DataFrame, stats: pd.DataFrame, tracker: Tracker) -
 
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
-    grid = pd.DataFrame(storage.read_json(GRID)["cells"])
+    grid = read_grid()
     records = {c: storage.read_json(storage.cell_dir(CELLS, c) / "cell.json") for c in grid.cell_id
                if (storage.cell_dir(CELLS, c) / "cell.json").exists()}
     stats, search = pd.read_parquet(STATS), pd.read_parquet(SEARCH)
-    board = leaderboard.build(grid, records, stats, search)
+    board = leaderboard.build(grid, records, stats, search, params.train.epochs)
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "leaderboard.md").write_text(leaderboard.to_markdown(board))
     board.to_csv(REPORTS / "leaderboard.csv", index=False)
     storage.atomic_write_json(REPORTS / "metrics.json", leaderboard.summary_metrics(board))
-    history = _histories(list(grid.cell_id)).rename(columns={"loss": "train_loss"})
+    history = _histories(list(grid.cell_id))
+    history = history.rename(columns={c: f"train_{c}" for c in history.columns
+                                      if c not in ("epoch", "cell_id")})
     history = history.merge(grid, on="cell_id", how="left")
     history.assign(cell=history.loss + "/" + history.arch + "/k=" + history.k.astype(str) + "/tau="
                    + history.tau.astype(str)).to_csv(REPORTS / "history.csv", index=False)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import sys
 
-import pandas as pd
-
 from pipeline.runtime import storage
-from pipeline.runtime.context import CELLS, GRID, SEARCH, resolved_params
+from pipeline.runtime.context import CELLS, SEARCH, read_grid, resolved_params
 from pipeline.runtime.dask_ops import compute_search
 
 
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
-    grid = pd.DataFrame(storage.read_json(GRID)["cells"])
+    grid = read_grid()
     ok = grid[grid.status == "ok"]
     table = compute_search(ok, CELLS, params.search.k_eval, params.compute, params.stats.n_workers)
     storage.write_frame(table, SEARCH)

@@ -32,12 +32,19 @@ def _sync_done(tracker: Tracker, parent: str, done: list[str], runs: dict) -> in
     return len(missing)
 
 
+def _sha(cell_id: str) -> str:
+    """The content hash recorded by the cell, so the later stages rerun when embeddings change."""
+    path = storage.cell_dir(CELLS, cell_id) / "cell.json"
+    return str(storage.read_json(path).get("embeddings_sha256", "")) if path.exists() else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     cells = expand(params)
     dataset = storage.read_dataset(dataset_path(params.data.name))
     meta = {"git_sha": git_sha(), "dataset_hash": dataset.content_hash(), "code_version": __version__}
-    done = [c.cell_id for c in cells if storage.cell_status(CELLS, c.cell_id) == "ok"]
+    snaps = params.stats.epochs
+    done = [c.cell_id for c in cells if storage.cell_done(CELLS, c.cell_id, snaps)]
     todo = [c for c in cells if c.cell_id not in set(done)]
     print(f"train: {len(cells)} cells in the grid: {len(done)} already done (skipped), "
           f"{len(todo)} to train")
@@ -55,11 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ntrain: cell {outcome.cell_id} failed: {outcome.reason.splitlines()[0]}",
                   file=sys.stderr)
 
-    outcomes = run_cells(todo, dataset, CELLS, meta, params.compute, params.train.threads, on_done)
+    outcomes = run_cells(todo, dataset, CELLS, meta, params.compute, params.train.threads, snaps,
+                         on_done)
     failed = {o.cell_id: o.reason for o in outcomes if o.status != "ok"}
     storage.atomic_write_json(GRID, {"cells": [
         {"cell_id": c.cell_id, "status": "failed" if c.cell_id in failed else "ok",
-         "reason": failed.get(c.cell_id, ""), **c.grid_values()} for c in cells]})
+         "reason": failed.get(c.cell_id, ""), "embeddings_sha256": _sha(c.cell_id),
+         **c.grid_values()} for c in cells]})
     tracker.end(parent, failed=bool(failed))
     print(f"train: trained {len(outcomes) - len(failed)}, failed {len(failed)}, "
           f"skipped {len(done)}; cells in {CELLS}/")

@@ -18,11 +18,13 @@ from pipeline.config import merge, read_yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY: dict[str, Any] = {
-    "data": {"name": "laplace", "input_dim": 16, "n_train": 600, "n_heldout": 200, "seed": 0},
-    "grid": {"loss": ["infonce"], "k": [4, 8], "tau": [0.5], "n": [256], "arch": ["linear"],
-             "embed_dim": [8], "seed": [0]},
+    "data": {"name": "laplace", "n_train": 600, "n_heldout": 200, "seed": 0,
+             "options": {"input_dim": 16}},
+    "grid": {"objective": ["contrastive"], "loss": ["infonce"], "k": [4, 8], "tau": [0.5],
+             "tau_schedule": ["constant"], "n": [256], "arch": ["linear"], "embed_dim": [8],
+             "seed": [0]},
     "train": {"epochs": 2, "batch_size": 64},
-    "stats": {"block_cols": 4, "n_workers": 1},
+    "stats": {"block_cols": 4, "n_workers": 1, "projections": 4, "bootstrap": 10, "epochs": [0]},
     "search": {"k_eval": 16},
 }
 

@@ -110,3 +110,44 @@ def test_missing_key(tiny_params):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load(tmp_path / "nope.yaml")
+
+
+def test_labels_needed_by_supervised_losses(tiny_params):
+    tiny_params["grid"]["loss"] = ["supcon"]
+    assert _error(tiny_params) == ("grid.loss[0] = 'supcon': needs labels, and data.name = "
+                                   "'laplace' has none")
+    tiny_params["data"]["name"] = "gaussian_mixture"
+    assert expand(from_mapping(tiny_params))[0].loss == "supcon"
+
+
+def test_supervised_cells_ignore_contrastive_axes(tiny_params):
+    tiny_params["data"]["name"] = "gaussian_mixture"
+    tiny_params["grid"]["objective"] = ["contrastive", "supervised"]
+    cells = expand(from_mapping(tiny_params))
+    supervised = [c for c in cells if c.objective == "supervised"]
+    assert len(cells) == 3 and len(supervised) == 1  # k = 4, 8 collapse into one supervised cell
+    assert (supervised[0].loss, supervised[0].k, supervised[0].tau) == ("cross_entropy", 0, 0.0)
+
+
+def test_schedule_target_is_the_grid_tau(tiny_params):
+    tiny_params["grid"]["tau_schedule"] = ["linear"]
+    tiny_params["schedule_options"] = {"linear": {"tau_start": 1.0}}
+    cell = expand(from_mapping(tiny_params))[0]
+    assert cell.schedule_options == {"tau_start": 1.0, "tau_end": 0.5}
+    tiny_params["grid"]["tau_schedule"] = ["warp"]
+    assert _error(tiny_params).startswith("grid.tau_schedule[0] = 'warp': unknown schedule")
+
+
+def test_dataset_and_architecture_must_fit(tiny_params):
+    tiny_params["grid"]["arch"] = ["resnet18"]
+    assert _error(tiny_params).startswith("grid.arch[0] = 'resnet18': takes ['image'] inputs")
+    tiny_params["grid"]["arch"] = ["linear"]
+    tiny_params["data"]["options"] = {"input_dim": 0}
+    assert _error(tiny_params).startswith("data.options.input_dim = 0")
+
+
+def test_options_are_resolved_into_the_cell(tiny_params):
+    tiny_params["grid"]["loss"] = ["weince"]
+    cell = expand(from_mapping(tiny_params))[0]
+    assert cell.loss_options["beta"] == "fixed" and "kappa_rho" in cell.loss_options
+    assert cell.data.augment["a"] == 0.6 and cell.data.options == {"input_dim": 16}

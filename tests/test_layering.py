@@ -11,6 +11,8 @@ PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "train.py
 ALLOWED = {"numpy", "scipy", "torch", "pipeline"} | set(sys.stdlib_module_names)
 ALLOWED_ENCODERS = ALLOWED | {"torchvision", "open_clip", "timm", "safetensors"}
 FORBIDDEN_PIPELINE = ("pipeline.runtime", "pipeline.report")
+# sklearn ships the digits set itself; only that loader may import it (lazily).
+EXCEPTIONS = {("datasets/digits.py", "sklearn.datasets")}
 
 
 def _imports(path: Path) -> set[str]:
@@ -31,6 +33,8 @@ def test_math_packages_do_no_io_imports():
         allowed = ALLOWED_ENCODERS if part == "encoders" else ALLOWED
         for f in files:
             for name in _imports(f):
+                if (str(f.relative_to(ROOT)), name) in EXCEPTIONS:
+                    continue
                 if name.split(".")[0] not in allowed or name.startswith(FORBIDDEN_PIPELINE):
                     offenders.append(f"{f.relative_to(ROOT.parent)}: {name}")
     assert not offenders, offenders

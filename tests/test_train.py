@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from pipeline.config import expand, from_mapping
-from pipeline.datasets import laplace_dataset
+from pipeline.datasets import load_dataset
 from pipeline.runtime import storage
 from pipeline.runtime.cells import run_cell
 from pipeline.train import embed_heldout, initial_encoder, train_cell
@@ -22,12 +22,12 @@ def cells(tiny_params):
 
 @pytest.fixture
 def dataset():
-    return laplace_dataset(16, 600, 200, seed=0)
+    return load_dataset("laplace", 600, 200, 0, {"input_dim": 16})
 
 
 def test_training_is_deterministic_and_lowers_the_loss(cells, dataset):
-    a = train_cell(cells[0], dataset.x_train)
-    b = train_cell(cells[0], dataset.x_train)
+    a = train_cell(cells[0], dataset)
+    b = train_cell(cells[0], dataset)
     for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
     assert [h.loss for h in a.history] == [h.loss for h in b.history]
@@ -35,24 +35,26 @@ def test_training_is_deterministic_and_lowers_the_loss(cells, dataset):
 
 
 def test_cells_differing_in_k_share_initial_weights(cells):
-    w0 = initial_encoder(cells[0], 16).weight
-    w1 = initial_encoder(cells[1], 16).weight
+    w0 = initial_encoder(cells[0], (16,)).weight
+    w1 = initial_encoder(cells[1], (16,)).weight
     assert cells[0].k != cells[1].k and torch.equal(w0, w1)
 
 
 def test_in_batch_negatives_train(tiny_params, dataset):
     tiny_params["train"]["negatives"] = "in_batch"
     cell = expand(from_mapping(tiny_params))[0]
-    result = train_cell(cell, dataset.x_train)
+    result = train_cell(cell, dataset)
     assert np.isfinite([h.loss for h in result.history]).all()
 
 
 def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     meta = {"git_sha": "abc", "dataset_hash": dataset.content_hash(), "code_version": "0"}
-    outcome = run_cell(cells[0], dataset, tmp_path, meta)
+    outcome = run_cell(cells[0], dataset, tmp_path, meta, snapshot_epochs=[0])
     assert outcome.status == "ok", outcome.reason
     folder = tmp_path / cells[0].cell_id
-    assert {p.name for p in folder.iterdir()} == set(storage.CELL_FILES)
+    assert {p.name for p in folder.iterdir()} == {*storage.CELL_FILES, "embeddings_e0000.parquet"}
+    assert storage.cell_done(tmp_path, cells[0].cell_id, [0])
+    assert not storage.cell_done(tmp_path, cells[0].cell_id, [0, 1])  # a missing snapshot: redo
     record = storage.read_json(folder / "cell.json")
     assert record["status"] == "ok" and record["config"] == cells[0].config()
     z0 = storage.read_embeddings(folder / "embeddings.parquet", 0)
@@ -62,10 +64,14 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     history = pd.read_parquet(folder / "history.parquet")
     assert list(history.epoch) == [1, 2]
     # the saved weights reproduce the saved embeddings
-    model = initial_encoder(cells[0], 16)
+    model = initial_encoder(cells[0], (16,))
     model.load_state_dict(load_file(folder / "model.safetensors"))
-    again, _ = embed_heldout(model, dataset.x_heldout, cells[0].data)
+    again, _ = embed_heldout(model, dataset, cells[0])
     np.testing.assert_array_equal(again, z0)
+    # the epoch-0 snapshot is the untrained encoder: the control shares the initial weights
+    control = storage.read_embeddings(folder / "embeddings_e0000.parquet", 0)
+    np.testing.assert_array_equal(control, embed_heldout(initial_encoder(cells[0], (16,)),
+                                                         dataset, cells[0])[0])
 
 
 def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):

@@ -17,13 +17,23 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class Dataset:
-    """A train / held-out split. x_*: ``(N, D)`` float32; labels ``(N,)`` int or None."""
+    """A train / held-out split.
+
+    x_*: ``(N, D)`` float32 for vector sets, ``(N, C, H, W)`` float32 in [0, 1] for image sets;
+    labels ``(N,)`` int64 (class sets) or None; ``n_classes`` set for class-labelled sets.
+    """
 
     name: str
     x_train: np.ndarray
     x_heldout: np.ndarray
     y_train: np.ndarray | None = None
     y_heldout: np.ndarray | None = None
+    n_classes: int | None = None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One input's shape without the batch axis: ``(D,)`` or ``(C, H, W)``."""
+        return tuple(self.x_train.shape[1:])
 
     def content_hash(self) -> str:
         """SHA-256 (16 hex digits) of the arrays' bytes: recorded with every cell."""

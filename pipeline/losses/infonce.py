@@ -9,6 +9,34 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+_NORM_EPS = 1e-12  # as F.normalize
+
+
+class _CosineToRows(torch.autograd.Function):
+    """s_bk = ⟨a_b, n_bk⟩ / max(‖n_bk‖, 1e-12) for unit ``a`` (B, d) and raw ``n`` (B, k, d).
+
+    Equal to ``einsum(a, F.normalize(n))`` without materialising the normalised (B, k, d) copy
+    or recording its backward: the (B, k, d) tensor is read twice forward and about three
+    times backward. First-order only.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, n: Tensor) -> Tensor:  # noqa: D102
+        norm = torch.linalg.vector_norm(n, dim=-1).clamp_min_(_NORM_EPS)
+        s = torch.bmm(n, a[:, :, None]).squeeze(-1).div_(norm)
+        ctx.save_for_backward(a, n, norm, s)
+        return s
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:  # noqa: D102
+        a, n, norm, s = ctx.saved_tensors
+        g_over = g / norm  # (B, k)
+        # ∂s/∂n = (a − s·n/‖n‖)/‖n‖ (the second term vanishes where the norm is clamped)
+        radial = torch.where(norm > _NORM_EPS, g_over * s / norm, torch.zeros_like(s))
+        grad_n = torch.baddbmm(n * -radial[:, :, None], g_over[:, :, None], a[:, None, :])
+        grad_a = torch.bmm(g_over[:, None, :], n).squeeze(1)
+        return grad_a, grad_n
+
 
 def tuple_logits(
     anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor
@@ -20,9 +48,8 @@ def tuple_logits(
     """
     a = F.normalize(anchor, dim=-1)
     p = F.normalize(positive, dim=-1)
-    n = F.normalize(negatives, dim=-1)
     pos = (a * p).sum(-1, keepdim=True)  # (B, 1)
-    neg = torch.einsum("bd,bkd->bk", a, n)  # (B, k)
+    neg: Tensor = _CosineToRows.apply(a, negatives)  # (B, k)
     return torch.cat([pos, neg], dim=1) / tau
 
 
@@ -102,12 +129,11 @@ class _NTXentFused(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, z1: Tensor, z2: Tensor, inv_tau: float) -> Tensor:  # noqa: D102
         b = z1.shape[0]
-        z1s = z1 * inv_tau
-        e01 = z1s @ z2.T
-        pos = e01.diagonal().sum()
-        e01.sub_(inv_tau).exp_()
-        e00 = torch.mm(z1s, z1.T).sub_(inv_tau).exp_()
-        e11 = torch.mm(z2 * inv_tau, z2.T).sub_(inv_tau).exp_()
+        shift = z1.new_full((1, 1), -inv_tau)
+        pos = (z1 * z2).sum() * inv_tau
+        e01 = torch.addmm(shift, z1, z2.T, alpha=inv_tau).exp_()  # exp(s − 1/τ)
+        e00 = torch.addmm(shift, z1, z1.T, alpha=inv_tau).exp_()
+        e11 = torch.addmm(shift, z2, z2.T, alpha=inv_tau).exp_()
         e00.fill_diagonal_(0.0)  # self-similarity is not a candidate
         e11.fill_diagonal_(0.0)
         r1 = e01.sum(1) + e00.sum(1)  # Σ over view-1 anchor i's candidates, times e^(−1/τ)
@@ -125,10 +151,12 @@ class _NTXentFused(torch.autograd.Function):
         # dL/ds01[i,j] ∝ p1[i, j] + p2[j, i] − 2·δ_ij (view-1 anchor i, view-2 anchor j)
         p01 = e01 * (inv1 + inv2[None, :])
         p01.diagonal().sub_(2.0)
-        p00 = e00 * inv1  # s00 = z1·z1ᵀ: both factors get the gradient, hence p00 and p00ᵀ
-        p11 = e11 * inv2[:, None]
-        g1 = torch.addmm(torch.addmm(p00 @ z1, p00.T, z1), p01, z2)
-        g2 = torch.addmm(torch.addmm(p11 @ z2, p11.T, z2), p01.T, z1)
+        # s00 = z1·z1ᵀ feeds both factors: (P00 + P00ᵀ)·z1 with P00 = e00·inv1 row-scaled and
+        # e00 symmetric, so one broadcast replaces a transpose or a second matmul
+        g00 = e00 * (inv1 + inv1.T)
+        g11 = e11 * (inv2[:, None] + inv2[None, :])
+        g1 = torch.addmm(g00 @ z1, p01, z2)
+        g2 = torch.addmm(g11 @ z2, p01.T, z1)
         scale = grad_out * (ctx.inv_tau / (2 * b))
         return g1.mul_(scale), g2.mul_(scale), None
 

@@ -28,21 +28,31 @@ def _rand(shape: tuple[int, ...], like: Tensor, generator: torch.Generator | Non
     return torch.rand(shape, generator=generator, dtype=like.dtype).to(like.device)
 
 
+def _unit_(x: Tensor) -> Tensor:
+    """Normalise the last dimension of ``x`` in place (as F.normalize: norm floored at 1e-12)."""
+    return x.div_(torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min_(1e-12))
+
+
 def _pick(queue: Tensor, hard: Tensor, n: int, generator: torch.Generator | None) -> Tensor:
-    """``n`` entries per query drawn with replacement from its hardest ``hard`` ``(B, h)``."""
+    """``n`` entries per query drawn with replacement from its hardest ``hard`` ``(B, h)``,
+    L2-normalised, ``(B, n, d)``."""
     b, h = hard.shape
     col = torch.randint(h, (b, n), generator=generator).to(hard.device)
     idx = hard.gather(1, col)  # (B, n) queue indices
-    if queue.dim() == 2:
-        return queue[idx]
-    return queue[torch.arange(b, device=queue.device)[:, None], idx]
+    d = queue.shape[-1]
+    if queue.dim() == 3:  # per-query rows: offset into the flattened (B·K, d) view
+        idx = idx + queue.shape[1] * torch.arange(b, device=idx.device)[:, None]
+    picked = queue.reshape(-1, d).index_select(0, idx.flatten()).view(b, n, d)
+    return _unit_(picked)
 
 
 def queue_similarities(q: Tensor, queue: Tensor) -> Tensor:
-    """q·queueᵀ ``(B, K)`` for a shared queue ``(K, d)`` or per-query negatives ``(B, K, d)``."""
+    """Cosines q·n̂ ``(B, K)`` of unit queries ``q`` to a shared queue ``(K, d)`` or per-query
+    negatives ``(B, K, d)``; a per-query queue is not copied to normalise it."""
     if queue.dim() == 2:
-        return q @ queue.T
-    return torch.einsum("bd,bkd->bk", q, queue)
+        return q @ F.normalize(queue, dim=-1).T
+    norm = torch.linalg.vector_norm(queue, dim=-1).clamp_min_(1e-12)
+    return torch.bmm(queue, q[:, :, None]).squeeze(-1).div_(norm)
 
 
 def synthetic_negatives(
@@ -75,35 +85,34 @@ def synthetic_negatives(
         )
     with torch.no_grad():
         q = F.normalize(q.detach(), dim=-1)
-        queue = F.normalize(queue.detach(), dim=-1)
+        queue = queue.detach()
         b, d = q.shape
         hard = queue_similarities(q, queue).topk(min(hardest, queue.shape[-2]), dim=1).indices
+        kinds = [(kind, counts.get(kind, 0)) for kind in SYNTHETIC_COUNTS]
+        kinds = [(kind, n) for kind, n in kinds if n > 0]
+        m = sum(n for _, n in kinds)
+        base = _pick(queue, hard, m + counts.get("mixup", 0), generator)  # mixup takes two
+        out = q.new_empty((b, m, d))
         qb = q[:, None, :]
-        parts = []
-        for kind in SYNTHETIC_COUNTS:
-            n = counts.get(kind, 0)
-            if n <= 0:
-                continue
-            base = _pick(queue, hard, n, generator)  # (B, n, d)
-            if kind == "interpolated":
-                a = alpha_max * _rand((b, n, 1), q, generator)
-                parts.append(a * qb + (1 - a) * base)
-            elif kind == "extrapolated":
-                s = 1 + (beta_max - 1) * _rand((b, n, 1), q, generator)
-                parts.append(qb + s * (base - qb))
-            elif kind == "mixup":
-                g = _rand((b, n, 1), q, generator)
-                parts.append(g * base + (1 - g) * _pick(queue, hard, n, generator))
+        start = 0
+        for kind, n in kinds:
+            nb, o = base[:, start : start + n], out[:, start : start + n]
+            if kind == "interpolated":  # α·q + (1 − α)·n
+                torch.lerp(nb, qb.expand_as(nb), alpha_max * _rand((b, n, 1), q, generator), out=o)
+            elif kind == "extrapolated":  # q + β·(n − q)
+                beta = 1 + (beta_max - 1) * _rand((b, n, 1), q, generator)
+                torch.lerp(qb.expand_as(nb), nb, beta, out=o)
+            elif kind == "mixup":  # γ·n_a + (1 − γ)·n_b
+                torch.lerp(base[:, m:], nb, _rand((b, n, 1), q, generator), out=o)
             elif kind == "noise":
                 noise = torch.randn((b, n, d), generator=generator, dtype=q.dtype).to(q.device)
-                parts.append(base + sigma * noise)
-            elif kind == "perturbed":
-                parts.append(base + delta * qb)
+                torch.add(nb, noise, alpha=sigma, out=o)
+            elif kind == "perturbed":  # ∇_n (q·n) = q
+                torch.add(nb, qb, alpha=delta, out=o)
             else:  # adversarial
-                parts.append(base + eta * torch.sign(qb))
-        if not parts:
-            return q.new_zeros((b, 0, d))
-        return F.normalize(torch.cat(parts, dim=1), dim=-1)
+                torch.add(nb, torch.sign(qb), alpha=eta, out=o)
+            start += n
+        return _unit_(out)
 
 
 def synco_logits(
@@ -117,9 +126,9 @@ def synco_logits(
     q = F.normalize(q, dim=-1)
     cols = [(q * F.normalize(k_pos, dim=-1)).sum(-1, keepdim=True)]
     if queue is not None:
-        cols.append(queue_similarities(q, F.normalize(queue.detach(), dim=-1)))
+        cols.append(queue_similarities(q, queue.detach()))
     if synthetic is not None and synthetic.shape[1] > 0:
-        cols.append(torch.einsum("bd,bmd->bm", q, F.normalize(synthetic.detach(), dim=-1)))
+        cols.append(queue_similarities(q, synthetic.detach()))
     return torch.cat(cols, dim=1) / tau
 
 

@@ -36,6 +36,23 @@ def _weighted_reference(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tens
     return per_anchor[valid].mean()
 
 
+def _fast_inv_tau(tau: float | Tensor, dtype: torch.dtype) -> float | None:
+    """1/τ for the fused paths, or None when the plain-autograd path must run instead."""
+    if isinstance(tau, Tensor) and tau.requires_grad:
+        return None
+    inv_tau = 1.0 / float(tau)
+    if 2 * inv_tau > _SHIFT_LIMIT * -math.log(torch.finfo(dtype).tiny):
+        return None  # e^(−2/τ) would underflow
+    return inv_tau
+
+
+def _shifted_exp(z: Tensor, inv_tau: float) -> tuple[Tensor, Tensor]:
+    """e_ij = exp(s_ij − 1/τ) with s = z·zᵀ/τ, zero diagonal, and row sums r_i."""
+    e = torch.mm(z * inv_tau, z.T).sub_(inv_tau).exp_()
+    e.fill_diagonal_(0.0)  # self is not a candidate
+    return e, e.sum(1)
+
+
 class _WeightedFused(torch.autograd.Function):
     """Weighted InfoNCE on unit vectors with a hand-written backward (first order only).
 
@@ -46,10 +63,11 @@ class _WeightedFused(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, z: Tensor, targets: Tensor, inv_tau: float, count: int) -> Tensor:  # noqa: D102
-        s = (z * inv_tau) @ z.T
-        mass = targets.sum(1)
-        ws = (targets * s).sum()  # w_ii = 0, so the finite diagonal adds nothing
+    def forward(  # noqa: D102
+        ctx: Any, z: Tensor, targets: Tensor, mass: Tensor, inv_tau: float, count: int
+    ) -> Tensor:
+        s = torch.mm(z * inv_tau, z.T)
+        ws = torch.dot(targets.flatten(), s.flatten())  # Σ_ij w_ij s_ij; w_ii = 0
         e = s.sub_(inv_tau).exp_()
         e.fill_diagonal_(0.0)  # self is not a candidate
         r = e.sum(1)
@@ -59,11 +77,70 @@ class _WeightedFused(torch.autograd.Function):
         return loss / count
 
     @staticmethod
-    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None]:  # noqa: D102
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None, None]:  # noqa: D102
         z, targets, e, scale_rows = ctx.saved_tensors
         g = (e * scale_rows[:, None]).sub_(targets)  # not in place: retain_graph may reuse e
         dz = torch.addmm(g @ z, g.T, z)
-        return dz.mul_(grad_out * (ctx.inv_tau / ctx.count)), None, None, None
+        return dz.mul_(grad_out * (ctx.inv_tau / ctx.count)), None, None, None, None
+
+
+class _ClassWeightedFused(torch.autograd.Function):
+    """Soft SupCon (SupCon at eps = 0) without an (N, N) target matrix.
+
+    w_ij = (eps + (1 − eps)·[c_i = c_j]) / M_i for j ≠ i, M_i = (1 − eps)·n_i + eps·(N − 1),
+    n_i = other members of i's class; rows with M_i = 0 are excluded. The target terms W·z and
+    Wᵀ·z are class sums, O(N·d); only the softmax needs the (N, N) block.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, z: Tensor, onehot: Tensor, eps: float, inv_tau: float) -> Tensor:  # noqa: D102
+        n = z.shape[0]
+        n_same = onehot @ onehot.sum(0) - 1
+        raw_mass = (1 - eps) * n_same + eps * (n - 1)
+        mass = (raw_mass > 0).to(z.dtype)
+        inv_m = mass / raw_mass.clamp_min(1e-30)
+        wz = _class_mix(z, onehot, eps) * inv_m[:, None]  # (W·z)_i
+        e, r = _shifted_exp(z, inv_tau)
+        count = mass.sum()
+        loss = ((r.log() + inv_tau) * mass).sum() - inv_tau * torch.dot(wz.flatten(), z.flatten())
+        ctx.save_for_backward(z, onehot, e, mass / r, inv_m, wz, count)
+        ctx.eps, ctx.inv_tau = eps, inv_tau
+        return loss / count
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None]:  # noqa: D102
+        z, onehot, e, scale_rows, inv_m, wz, count = ctx.saved_tensors
+        g = e * (scale_rows[:, None] + scale_rows[None, :])  # P + Pᵀ, e symmetric
+        dz = g @ z
+        dz -= wz + _class_mix(z * inv_m[:, None], onehot, ctx.eps)  # (W + Wᵀ)·z
+        return dz.mul_(grad_out * ctx.inv_tau / count), None, None, None
+
+
+def _class_mix(x: Tensor, onehot: Tensor, eps: float) -> Tensor:
+    """Σ_{j≠i} (eps + (1 − eps)·[c_i = c_j]) x_j for every i, via class sums, ``(N, d)``."""
+    own = onehot @ (onehot.T @ x)
+    return eps * (x.sum(0) - x) + (1 - eps) * (own - x)
+
+
+def class_weighted_infonce(z: Tensor, labels: Tensor, tau: float | Tensor, eps: float) -> Tensor:
+    """Soft SupCon (``eps`` > 0) or SupCon (``eps`` = 0) from class labels ``(N,)``.
+
+    Same value as ``weighted_infonce(z, soft_supcon_targets(labels, eps), tau)`` (resp.
+    :func:`supcon_targets`), without building the (N, N) targets.
+    """
+    zn = F.normalize(z, dim=-1)
+    inv_tau = _fast_inv_tau(tau, zn.dtype)
+    onehot = F.one_hot(torch.unique(labels, return_inverse=True)[1]).to(zn.dtype)
+    n_same = onehot @ onehot.sum(0) - 1
+    if inv_tau is None or (eps == 0 and not bool((n_same > 0).any())):
+        targets = (
+            supcon_targets(labels, zn.dtype)
+            if eps == 0
+            else soft_supcon_targets(labels, eps, zn.dtype)
+        )
+        return _weighted_reference(zn, targets, tau)
+    out: Tensor = _ClassWeightedFused.apply(zn, onehot, float(eps), inv_tau)
+    return out
 
 
 def weighted_infonce(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tensor:
@@ -75,13 +152,12 @@ def weighted_infonce(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tensor:
     plain-autograd path; float32: τ < 0.026).
     """
     zn = F.normalize(z, dim=-1)
-    if (isinstance(tau, Tensor) and tau.requires_grad) or targets.requires_grad:
+    inv_tau = _fast_inv_tau(tau, zn.dtype)
+    mass = targets.sum(1)
+    count = int((mass > 0).sum())
+    if inv_tau is None or targets.requires_grad or count == 0:
         return _weighted_reference(zn, targets, tau)
-    inv_tau = 1.0 / float(tau)
-    count = int((targets.sum(1) > 0).sum())
-    if count == 0 or 2 * inv_tau > _SHIFT_LIMIT * -math.log(torch.finfo(zn.dtype).tiny):
-        return _weighted_reference(zn, targets, 1.0 / inv_tau)
-    out: Tensor = _WeightedFused.apply(zn, targets.to(zn.dtype), inv_tau, count)
+    out: Tensor = _WeightedFused.apply(zn, targets.to(zn.dtype), mass.to(zn.dtype), inv_tau, count)
     return out
 
 
@@ -107,30 +183,38 @@ def soft_supcon_targets(labels: Tensor, eps: float, dtype: torch.dtype = torch.f
     return _row_normalise(w.fill_diagonal_(0.0))
 
 
+def _softmax_rows_(x: Tensor) -> Tensor:
+    """Row softmax in place (one (N, N) buffer instead of three)."""
+    x.sub_(x.amax(dim=1, keepdim=True)).exp_()
+    return x.div_(x.sum(dim=1, keepdim=True))
+
+
 def y_aware_targets(y: Tensor, sigma: float) -> Tensor:
     """w_ij ∝ exp(−‖y_i − y_j‖²/(2σ²)), j ≠ i, for continuous labels ``(N,)`` or ``(N, m)``."""
     yy = y.reshape(len(y), -1)
     if not yy.is_floating_point():
         yy = yy.to(torch.get_default_dtype())
-    d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)  # exact, unlike cdist's matmul path
-    logits = (-d2 / (2 * sigma**2)).masked_fill(_eye(len(y), y.device), float("-inf"))
-    return torch.softmax(logits, dim=1)
+    if yy.shape[1] == 1:  # differences, not the expanded square: exact
+        d2 = (yy - yy.T).square_()
+    else:
+        d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
+    logits = d2.mul_(-1.0 / (2 * sigma**2)).fill_diagonal_(float("-inf"))
+    return _softmax_rows_(logits)
 
 
 def xclr_targets(similarity: Tensor, tau_s: float) -> Tensor:
     """w_i· = softmax_{j≠i}(S_ij/τ_s) for a similarity graph ``(N, N)``; self excluded."""
-    eye = _eye(len(similarity), similarity.device)
-    return torch.softmax((similarity / tau_s).masked_fill(eye, float("-inf")), dim=1)
+    return _softmax_rows_((similarity / tau_s).fill_diagonal_(float("-inf")))
 
 
 def supcon(z: Tensor, labels: Tensor, tau: float | Tensor) -> Tensor:
     """SupCon (the "out" form): uniform target over i's other class members; z ``(N, d)``."""
-    return weighted_infonce(z, supcon_targets(labels, z.dtype), tau)
+    return class_weighted_infonce(z, labels, tau, 0.0)
 
 
 def soft_supcon(z: Tensor, labels: Tensor, tau: float | Tensor, eps: float) -> Tensor:
     """Soft SupCon: same-class weight 1, other classes ``eps`` > 0, normalised."""
-    return weighted_infonce(z, soft_supcon_targets(labels, eps, z.dtype), tau)
+    return class_weighted_infonce(z, labels, tau, eps)
 
 
 def y_aware(z: Tensor, y: Tensor, tau: float | Tensor, sigma: float) -> Tensor:

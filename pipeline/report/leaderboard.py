@@ -11,6 +11,8 @@ import pandas as pd
 GRID_COLUMNS = ["loss", "arch", "k", "tau", "n", "embed_dim", "seed"]
 STAT_COLUMNS = ["cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "align", "uniform",
                 "eff_rank"]
+INTERVAL_COLUMNS = [f"{c}_{end}" for c in STAT_COLUMNS[:5] for end in ("lo", "hi")]
+REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
 SEARCH_COLUMNS = ["risk_k", "risk_k_se", "risk_keval", "recall_at_1", "recall_at_5", "recall_at_10"]
 # (column, higher is better) for ranks and for the "best" entries of metrics.json
 RANKED = {"recall_at_1": True, "risk_keval": False}  # comparable across cells (same k_eval)
@@ -19,20 +21,24 @@ MARKDOWN_COLUMNS = ["rank", *GRID_COLUMNS, "status", "final_loss", "risk_k", "ri
 
 
 def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
-          search: pd.DataFrame) -> pd.DataFrame:
+          search: pd.DataFrame, final_epoch: int) -> pd.DataFrame:
     """Join the stage tables into the leaderboard.
 
     grid: ``data/grid.json`` cells (with status and reason); records: ``cell.json`` per cell id; stats: one row per
-    (cell, representation) — raw columns keep their names, normalised ones get ``norm_``.
+    (cell, epoch, representation); the trained encoder's rows (epoch = ``final_epoch``) go in,
+    raw columns under their names, normalised ones with ``norm_``, projections with ``proj_``.
     """
     board = grid.copy()
     board["final_loss"] = board.cell_id.map(lambda c: records.get(c, {}).get("final_loss"))
     board["wall_seconds"] = board.cell_id.map(lambda c: records.get(c, {}).get("wall_seconds"))
     board["reason"] = board["reason"].fillna("")  # grid.json: the training failure, if any
     board["git_sha"] = board.cell_id.map(lambda c: records.get(c, {}).get("git_sha", ""))
-    for rep, prefix in (("raw", ""), ("normalized", "norm_")):
-        part = stats[stats.representation == rep] if len(stats) else pd.DataFrame(columns=["cell_id"])
-        cols = [c for c in STAT_COLUMNS if c in part.columns]
+    final = stats[stats.epoch == final_epoch] if len(stats) else stats
+    for rep, prefix in REPRESENTATION_PREFIX.items():
+        part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
+        if rep != "raw" and part.empty:
+            continue
+        cols = [c for c in STAT_COLUMNS + INTERVAL_COLUMNS if c in part.columns]
         part = part[["cell_id", *cols, "status", "reason"]].rename(
             columns={c: prefix + c for c in cols} | {"status": f"{prefix or 'raw_'}stats_status",
                                                       "reason": f"{prefix or 'raw_'}stats_reason"})

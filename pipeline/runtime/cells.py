@@ -12,6 +12,7 @@ import platform
 import shutil
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +50,19 @@ def _record(cell: Cell, status: str, reason: str, wall: float, meta: dict[str, s
     }
 
 
-def _write_outputs(out: Path, cell: Cell, dataset: Dataset, meta: dict[str, str]) -> list[dict[str, float]]:
-    result = train_cell(cell, dataset.x_train)
-    save_file({k: v.contiguous() for k, v in result.model.state_dict().items()},
+def _write_outputs(out: Path, cell: Cell, dataset: Dataset, meta: dict[str, str],
+                   snapshot_epochs: Sequence[int]) -> list[dict[str, float]]:
+    result = train_cell(cell, dataset, snapshot_epochs)
+    save_file({k: v.detach().contiguous().cpu() for k, v in result.model.state_dict().items()},
               str(out / "model.safetensors"), metadata={"cell_id": cell.cell_id})
-    z0, z1 = embed_heldout(result.model, dataset.x_heldout, cell.data)
-    table = storage.embeddings_table({0: z0, 1: z1}, dataset.y_heldout,
-                                     {"cell_id": cell.cell_id, **meta,
-                                      "config": json.dumps(cell.config(), sort_keys=True)})
+    file_meta = {"cell_id": cell.cell_id, **meta, "config": json.dumps(cell.config(), sort_keys=True)}
+    views = embed_heldout(result.model, dataset, cell)
+    for epoch, snap in sorted(result.snapshots.items()):
+        table = storage.embeddings_table({0: snap[0], 1: snap[1]}, dataset.y_heldout,
+                                         {**file_meta, "epoch": str(epoch)})
+        storage.write_table(table, out / storage.snapshot_name(epoch))
+    table = storage.embeddings_table({0: views[0], 1: views[1]}, dataset.y_heldout,
+                                     {**file_meta, "epoch": str(cell.train.epochs)})
     storage.write_table(table, out / "embeddings.parquet")
     history = [asdict(h) for h in result.history]
     storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.cell_id), out / "history.parquet")
@@ -64,8 +70,12 @@ def _write_outputs(out: Path, cell: Cell, dataset: Dataset, meta: dict[str, str]
 
 
 def run_cell(cell: Cell, dataset: Dataset, root: str | Path, meta: dict[str, str],
-             threads: int = 1) -> CellOutcome:
-    """Train ``cell`` and write its folder under ``root``. meta: git_sha, dataset_hash, code_version."""
+             threads: int = 1, snapshot_epochs: Sequence[int] = ()) -> CellOutcome:
+    """Train ``cell`` and write its folder under ``root``. meta: git_sha, dataset_hash, code_version.
+
+    ``snapshot_epochs``: epochs (0 = the untrained control) whose held-out embeddings are also
+    written, as ``embeddings_e<epoch>.parquet``.
+    """
     torch.set_num_threads(threads)
     out = storage.cell_dir(root, cell.cell_id)
     if out.exists():  # a half-written or failed attempt: start clean
@@ -74,7 +84,7 @@ def run_cell(cell: Cell, dataset: Dataset, root: str | Path, meta: dict[str, str
     start = time.perf_counter()
     history: list[dict[str, float]] = []
     try:
-        history = _write_outputs(out, cell, dataset, meta)
+        history = _write_outputs(out, cell, dataset, meta, snapshot_epochs)
         status, reason = "ok", ""
     except DivergedError as err:
         status, reason = "failed", f"diverged: {err}"
@@ -83,5 +93,7 @@ def run_cell(cell: Cell, dataset: Dataset, root: str | Path, meta: dict[str, str
         reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
     wall = time.perf_counter() - start
     record = _record(cell, status, reason, wall, meta, history)
+    if status == "ok":  # lets later stages see when a cell's embeddings change
+        record["embeddings_sha256"] = storage.file_sha256(out / "embeddings.parquet")
     storage.atomic_write_json(out / "cell.json", record)
     return CellOutcome(cell.cell_id, status, reason, wall, history, record)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pandas as pd
+
 from pipeline.config import ConfigError, Params, load
+from pipeline.runtime.storage import read_json
 
 RESOLVED = Path("params.resolved.yaml")  # written by `stages.resolve`, read by every other stage
 DATA = Path("data")
@@ -35,6 +38,12 @@ def git_sha() -> str:
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def read_grid() -> pd.DataFrame:
+    """The current grid's cells (``data/grid.json``): grid values, status and failure reason."""
+    cells = pd.DataFrame(read_json(GRID)["cells"])
+    return cells.drop(columns=["embeddings_sha256"], errors="ignore")
 
 
 def dataset_path(name: str) -> Path:

@@ -8,6 +8,7 @@ failed row with the reason; nothing here raises for one cell's data.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
@@ -18,12 +19,21 @@ import numpy as np
 import pandas as pd
 from dask import compute, delayed
 
-from pipeline.config import ComputeConfig
+from pipeline.config import ComputeConfig, StatsConfig
 from pipeline.runtime.executor import LOOPBACK, init_ray
 from pipeline.runtime.storage import read_embeddings
-from pipeline.stats import CellSummary, ColumnTests, column_tests, concat_column_tests, summarize
+from pipeline.seeding import numpy_generator
+from pipeline.stats import (
+    CellSummary,
+    ColumnTests,
+    column_tests,
+    concat_column_tests,
+    random_projections,
+    summarize,
+)
+from pipeline.stats.intervals import summary_intervals
 
-REPRESENTATIONS = ("raw", "normalized")
+REPRESENTATIONS = ("raw", "normalized")  # plus "projected" when stats.projections > 0
 
 
 @contextlib.contextmanager
@@ -44,7 +54,8 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[dict[str, 
     # would fight over the cores (the stats engine ran 3-6x slower that way here).
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOOPBACK,
-                      dashboard_address=None, env=env) as cluster, Client(cluster):
+                      dashboard_address=None, env=env, silence_logs=logging.ERROR) as cluster, \
+            Client(cluster):
         yield {}
 
 
@@ -55,12 +66,33 @@ def _read(path: str, view: int) -> np.ndarray | str:
         return f"cannot read {path} view {view}: {type(err).__name__}: {err}"
 
 
-def _represent(z: np.ndarray | str, representation: str) -> np.ndarray | str:
+def _represent(z: np.ndarray | str, representation: str, projections: int,
+               cell_id: str) -> np.ndarray | str:
+    """raw; rows L2-normalised; or raw rows projected on random orthonormal directions."""
     if isinstance(z, str) or representation == "raw":
         return z
+    if representation == "projected":
+        if not np.isfinite(z).all():
+            return z  # summarize() reports the bad values
+        return random_projections(z, projections, numpy_generator(cell_id, "projections"))
     with np.errstate(invalid="ignore", divide="ignore"):
         z64 = np.asarray(z, dtype=np.float64)
         return z64 / np.linalg.norm(z64, axis=1, keepdims=True)
+
+
+def _intervals(z: np.ndarray | str, parts: Sequence[ColumnTests | None], n_boot: int,
+               cell_id: str, representation: str) -> dict[str, float]:
+    """95% intervals of the summaries as ``<stat>_lo`` / ``<stat>_hi`` columns ({} when bad data)."""
+    if isinstance(z, str) or any(p is None for p in parts) or not np.isfinite(z).all():
+        return {}
+    tests = concat_column_tests(parts)  # type: ignore[arg-type]
+    rng = numpy_generator(cell_id, "bootstrap", representation)
+    try:
+        cis = summary_intervals(np.asarray(z, dtype=np.float64), tests, n_boot, rng)
+    except Exception:  # noqa: BLE001 — a cell without intervals still has its summary
+        return {}
+    return {f"{k}_{end}": getattr(ci, "low" if end == "lo" else "high")
+            for k, ci in cis.items() for end in ("lo", "hi")}
 
 
 def _block_tests(z: np.ndarray | str, start: int, stop: int) -> ColumnTests | None:
@@ -79,27 +111,40 @@ def _summary(z: np.ndarray | str, z_pos: np.ndarray | str, parts: Sequence[Colum
     pos = None if isinstance(z_pos, str) else z_pos
     tests = None if any(p is None for p in parts) else concat_column_tests(parts)  # type: ignore[arg-type]
     try:
-        # raw z in; summarize() makes the normalised representation itself, and our column blocks
-        # were computed on that same representation.
+        # summarize() makes the normalised representation from raw z itself (our column blocks
+        # were computed on that same representation); projections arrive already projected.
+        if representation == "projected":
+            return summarize(z, None, tests, "raw")
         return summarize(z, pos, tests, representation)
     except Exception as err:  # noqa: BLE001
         return CellSummary(status="failed", reason=f"{type(err).__name__}: {err}", n=0, d=0)
 
 
-def stats_graph(paths: dict[str, Path], block_cols: int) -> dict[tuple[str, str], Any]:
-    """Delayed (summary, column-tests) per (cell_id, representation)."""
+def stats_graph(paths: dict[tuple[str, int], Path], cfg: StatsConfig) -> dict[tuple[str, int, str], Any]:
+    """Delayed (summary, column tests, interval bounds) per (cell_id, epoch, representation).
+
+    paths: the embeddings file of each (cell_id, epoch) — the final one and the snapshots.
+    """
+    reps = REPRESENTATIONS + (("projected",) if cfg.projections else ())
     out = {}
-    for cell_id, path in paths.items():
-        z = delayed(_read)(str(path), 0, dask_key_name=f"read-{cell_id}-0")
-        z_pos = delayed(_read)(str(path), 1, dask_key_name=f"read-{cell_id}-1")
-        d = _embed_dim(path)
-        for rep in REPRESENTATIONS:
-            zr = delayed(_represent)(z, rep, dask_key_name=f"rep-{cell_id}-{rep}")
-            parts = [delayed(_block_tests)(zr, a, min(a + block_cols, d),
-                                           dask_key_name=f"tests-{cell_id}-{rep}-{a}")
-                     for a in range(0, max(d, 1), block_cols)]
-            summary = delayed(_summary)(z, z_pos, parts, rep, dask_key_name=f"summary-{cell_id}-{rep}")
-            out[(cell_id, rep)] = (summary, parts)
+    for (cell_id, epoch), path in paths.items():
+        key = f"{cell_id}-e{epoch}"
+        z = delayed(_read)(str(path), 0, dask_key_name=f"read-{key}-0")
+        z_pos = delayed(_read)(str(path), 1, dask_key_name=f"read-{key}-1")
+        for rep in reps:
+            width = cfg.projections if rep == "projected" else _embed_dim(path)
+            # the same directions for every epoch of a cell: the control is projected alike
+            zr = delayed(_represent)(z, rep, cfg.projections, cell_id,
+                                     dask_key_name=f"rep-{key}-{rep}")
+            parts = [delayed(_block_tests)(zr, a, min(a + cfg.block_cols, width),
+                                           dask_key_name=f"tests-{key}-{rep}-{a}")
+                     for a in range(0, max(width, 1), cfg.block_cols)]
+            summary = delayed(_summary)(zr if rep == "projected" else z, z_pos, parts, rep,
+                                        dask_key_name=f"summary-{key}-{rep}")
+            bounds = (delayed(_intervals)(zr, parts, cfg.bootstrap, cell_id, rep,
+                                          dask_key_name=f"intervals-{key}-{rep}")
+                      if cfg.bootstrap else {})
+            out[(cell_id, epoch, rep)] = (summary, parts, bounds)
     return out
 
 
@@ -112,19 +157,21 @@ def _embed_dim(path: Path) -> int:
         return 0
 
 
-def compute_stats(paths: dict[str, Path], block_cols: int, compute_cfg: ComputeConfig,
-                  n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def compute_stats(paths: dict[tuple[str, int], Path], cfg: StatsConfig,
+                  compute_cfg: ComputeConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary table, per-coordinate detail table) for all cells in one Dask compute."""
-    graph = stats_graph(paths, block_cols)
-    with scheduler(compute_cfg, n_workers) as kwargs:
+    graph = stats_graph(paths, cfg)
+    with scheduler(compute_cfg, cfg.n_workers) as kwargs:
         (results,) = compute(graph, **kwargs)
     rows, detail = [], []
-    for (cell_id, rep), (summary, parts) in results.items():
-        rows.append({"cell_id": cell_id, "representation": rep, **asdict(summary)})
+    for (cell_id, epoch, rep), (summary, parts, bounds) in results.items():
+        row = asdict(summary)
+        row["n_samples"] = row.pop("n")  # held-out rows; `n` is the grid's training size
+        rows.append({"cell_id": cell_id, "epoch": epoch, "representation": rep, **row, **bounds})
         if any(p is None for p in parts):
             continue
         tests = concat_column_tests(parts)
-        detail.append(pd.DataFrame({"cell_id": cell_id, "representation": rep,
+        detail.append(pd.DataFrame({"cell_id": cell_id, "epoch": epoch, "representation": rep,
                                     "coord": np.arange(tests.ad.size), "ad": tests.ad,
                                     "ad_pass": tests.ad_pass, "dp_stat": tests.dp_stat,
                                     "dp_p": tests.dp_p}))

@@ -44,12 +44,13 @@ def init_ray(compute: ComputeConfig) -> None:
                  _node_ip_address=LOOPBACK)
 
 
-def _task(cell: Cell, dataset: Dataset, root: str, meta: dict[str, str], threads: int) -> CellOutcome:
-    return run_cell(cell, dataset, root, meta, threads)
+def _task(cell: Cell, dataset: Dataset, root: str, meta: dict[str, str], threads: int,
+          snapshot_epochs: Sequence[int]) -> CellOutcome:
+    return run_cell(cell, dataset, root, meta, threads, snapshot_epochs)
 
 
 def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: dict[str, str],
-              compute: ComputeConfig, threads: int,
+              compute: ComputeConfig, threads: int, snapshot_epochs: Sequence[int],
               on_done: Callable[[CellOutcome], None]) -> list[CellOutcome]:
     """Run every cell as a Ray task; ``on_done`` is called in the driver as each one finishes."""
     if not cells:
@@ -58,7 +59,8 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: d
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
-    by_ref = {remote.remote(c, data_ref, str(root), meta, threads): c for c in cells}
+    by_ref = {remote.remote(c, data_ref, str(root), meta, threads, list(snapshot_epochs)): c
+              for c in cells}
     pending = list(by_ref)
     outcomes = []
     with tqdm(total=len(pending), desc="cells", unit="cell") as bar:

@@ -7,10 +7,11 @@ with ``status: ok``; it is written last.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,14 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
@@ -95,6 +104,18 @@ def cell_dir(root: str | Path, cell_id: str) -> Path:
     return Path(root) / cell_id
 
 
+def snapshot_name(epoch: int) -> str:
+    """File of the held-out embeddings at ``epoch`` (0: the untrained control)."""
+    return f"embeddings_e{epoch:04d}.parquet"
+
+
+def cell_done(root: str | Path, cell_id: str, snapshot_epochs: Sequence[int] = ()) -> bool:
+    """Finished with status ok and every requested snapshot present."""
+    folder = cell_dir(root, cell_id)
+    return cell_status(root, cell_id) == "ok" and all(
+        (folder / snapshot_name(e)).exists() for e in snapshot_epochs)
+
+
 def cell_status(root: str | Path, cell_id: str) -> str | None:
     """'ok', 'failed', or None when the cell has no complete record."""
     path = cell_dir(root, cell_id) / "cell.json"
@@ -107,32 +128,41 @@ def cell_status(root: str | Path, cell_id: str) -> str | None:
 
 
 def _split_table(split: str, x: np.ndarray, y: np.ndarray | None) -> pa.Table:
-    n, d = x.shape
+    n = x.shape[0]
+    flat = np.ascontiguousarray(x, dtype=np.float32).reshape(n, -1)
     return pa.table({
         "split": pa.array([split] * n),
         "label": pa.array(y, type=pa.int32()) if y is not None else pa.nulls(n, type=pa.int32()),
-        "x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), type=pa.float32()), d),
+        "x": pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1), type=pa.float32()),
+                                               flat.shape[1]),
     })
 
 
 def write_dataset(ds: Dataset, path: str | Path) -> None:
-    """Both splits in one file: split string, label int32 (nullable), x fixed_size_list<float32>."""
+    """Both splits in one file: split, label int32 (nullable), x fixed_size_list<float32>.
+
+    Images are stored flattened; the metadata keeps ``input_shape`` to restore them.
+    """
     table = pa.concat_tables([_split_table("train", ds.x_train, ds.y_train),
                               _split_table("heldout", ds.x_heldout, ds.y_heldout)])
-    write_table(table.replace_schema_metadata({"name": ds.name, "dataset_hash": ds.content_hash()}),
-                path)
+    meta = {"name": ds.name, "dataset_hash": ds.content_hash(),
+            "input_shape": json.dumps(list(ds.input_shape)),
+            "n_classes": json.dumps(ds.n_classes)}
+    write_table(table.replace_schema_metadata(meta), path)
 
 
 def read_dataset(path: str | Path) -> Dataset:
     table = pq.read_table(path)
-    name = read_metadata(path)["name"]
+    meta = read_metadata(path)
+    shape = tuple(json.loads(meta["input_shape"]))
     parts = {}
     for split in ("train", "heldout"):
         part = table.filter(pa.compute.equal(table.column("split"), split))
         x = part.column("x").combine_chunks()
-        xs = x.flatten().to_numpy(zero_copy_only=False).reshape(-1, x.type.list_size)
+        xs = x.flatten().to_numpy(zero_copy_only=False).reshape(-1, *shape)
         labels = part.column("label")
         ys = None if labels.null_count == len(labels) else labels.to_numpy().astype(np.int64)
         parts[split] = (np.ascontiguousarray(xs, dtype=np.float32), ys)
-    return Dataset(name, x_train=parts["train"][0], x_heldout=parts["heldout"][0],
-                   y_train=parts["train"][1], y_heldout=parts["heldout"][1])
+    return Dataset(meta["name"], x_train=parts["train"][0], x_heldout=parts["heldout"][0],
+                   y_train=parts["train"][1], y_heldout=parts["heldout"][1],
+                   n_classes=json.loads(meta["n_classes"]))

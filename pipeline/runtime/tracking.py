@@ -98,7 +98,7 @@ def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, An
     tags = {"git_sha": str(record.get("git_sha", "")), "dataset_hash": str(record.get("dataset_hash", "")),
             "status": str(record["status"])}
     run_id = tracker.cell_run(cell_id, parent_id, tags, existing)
-    metrics = [(f"train_{k}", h[k], int(h["epoch"])) for h in history for k in ("loss", "seconds")]
+    metrics = [(f"train_{k}", h[k], int(h["epoch"])) for h in history for k in ("loss", "tau_mean", "seconds") if k in h]
     metrics.append(("wall_seconds", float(record.get("wall_seconds") or 0.0), 0))
     reason = str(record.get("reason", ""))
     tags = {**tags, **({"failure_reason": reason[:5000]} if reason else {})}

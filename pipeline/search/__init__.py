@@ -1,5 +1,44 @@
-"""Similarity search on held-out embeddings (SPEC.md §3). Pure numpy."""
+"""Similarity search on held-out embeddings (SPEC.md §3): retrieval, softmax search kernels,
+similarity-search cross-entropies, the population risk and the finite-k (O(1/k)) law.
+Imports only numpy, scipy and torch."""
 
+from pipeline.search.cross_entropy import (
+    RiskEstimate,
+    SearchCE,
+    population_cross_entropy,
+    population_risk,
+    similarity_search_cross_entropy,
+)
+from pipeline.search.finite_k import (
+    GapRow,
+    SlopeFit,
+    ce_minus_risk_table,
+    fit_loglog_slope,
+    k_sweep,
+    prop1_window,
+)
+from pipeline.search.kernels import (
+    idealised_search_kernel,
+    log_softmax_search_kernel,
+    softmax_search_kernel,
+)
 from pipeline.search.retrieval import heldout_infonce_risk, recall_at_k
 
-__all__ = ["heldout_infonce_risk", "recall_at_k"]
+__all__ = [
+    "GapRow",
+    "RiskEstimate",
+    "SearchCE",
+    "SlopeFit",
+    "ce_minus_risk_table",
+    "fit_loglog_slope",
+    "heldout_infonce_risk",
+    "idealised_search_kernel",
+    "k_sweep",
+    "log_softmax_search_kernel",
+    "population_cross_entropy",
+    "population_risk",
+    "prop1_window",
+    "recall_at_k",
+    "similarity_search_cross_entropy",
+    "softmax_search_kernel",
+]

@@ -6,6 +6,7 @@ sorting and reductions run along the fast axis. Blocks of rows bound the float64
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ def _private_rows(rows: np.ndarray) -> np.ndarray:
     src = rows.astype(work, copy=False)
     if src.flags.c_contiguous or min(src.strides, default=0) < 0:
         return np.array(src, dtype=work, order="C", copy=True)
-    return torch.from_numpy(src).contiguous().numpy()
+    with warnings.catch_warnings():  # a read-only source (e.g. Parquet memory) is only read here
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(src).contiguous().numpy()
 
 
 def _sort_rows_(own: np.ndarray) -> None:

@@ -130,3 +130,23 @@ def test_nt_xent_equals_lightly(tau):
         torch.autograd.grad(ours, (z1, z2)), torch.autograd.grad(theirs, (z1, z2)), strict=True
     ):
         np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_tuple_cosines_match_plain_autograd():
+    """The fused negatives block equals einsum(normalize(a), normalize(n)), value and gradient,
+    including a zero-norm negative (F.normalize's 1e-12 clamp)."""
+    from pipeline.losses.infonce import _CosineToRows
+
+    a, n = _rand(4, 5, seed=1, grad=True), _rand(4, 6, 5, seed=2)
+    n[1, 2] = 0.0
+    n.requires_grad_()
+    w = _rand(4, 6, seed=3)
+    fused = _CosineToRows.apply(F.normalize(a, dim=-1), n)
+    plain = torch.einsum("bd,bkd->bk", F.normalize(a, dim=-1), F.normalize(n, dim=-1))
+    torch.testing.assert_close(fused, plain, rtol=1e-14, atol=1e-15)
+    for gf, gp in zip(
+        torch.autograd.grad((fused * w).sum(), (a, n)),
+        torch.autograd.grad((plain * w).sum(), (a, n)),
+        strict=True,
+    ):
+        torch.testing.assert_close(gf, gp, rtol=1e-12, atol=1e-12)

@@ -164,3 +164,18 @@ def test_fused_matches_reference_float32(tau):
     torch.testing.assert_close(learn, fused, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(g_z, g_fused, rtol=1e-4, atol=1e-7)
     assert torch.isfinite(g_t)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_class_path_matches_dense_targets_float32(eps):
+    """supcon / soft_supcon (class sums, no (N, N) targets) against the dense-target path."""
+    z = _rand(200, 16, seed=5).float().requires_grad_()
+    labels = torch.randint(0, 7, (200,), generator=torch.Generator().manual_seed(1))
+    labels[:2] = torch.tensor([50, 51])  # singletons
+    fast = supcon(z, labels, 0.1) if eps == 0 else soft_supcon(z, labels, 0.1, eps)
+    targets = supcon_targets(labels) if eps == 0 else soft_supcon_targets(labels, eps)
+    dense = weighted_infonce(z, targets, 0.1)
+    torch.testing.assert_close(fast, dense, rtol=1e-5, atol=1e-5)
+    (g_fast,) = torch.autograd.grad(fast, z)
+    (g_dense,) = torch.autograd.grad(dense, z)
+    torch.testing.assert_close(g_fast, g_dense, rtol=1e-4, atol=1e-7)

@@ -1,0 +1,77 @@
+"""Encoder registry: shapes, option errors, seeded initial weights, ResNet-18 stems."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pipeline.encoders import (
+    ENCODERS,
+    build_encoder,
+    count_parameters,
+    make_encoder,
+    resolve_encoder_options,
+)
+from pipeline.seeding import seeded_init
+
+
+@pytest.mark.parametrize("arch", sorted(ENCODERS))
+def test_every_option_has_a_default_and_a_check(arch):
+    spec = ENCODERS[arch]
+    assert set(spec.defaults) == set(spec.checks) and set(spec.kind) <= {"vector", "image"}
+
+
+@pytest.mark.parametrize("arch,shape", [("linear", (10,)), ("linear", (1, 8, 8)), ("mlp", (10,)),
+                                        ("mlp", (3, 4, 4)), ("resnet18", (1, 28, 28)),
+                                        ("resnet18", (3, 8, 8))])
+def test_output_shapes(arch, shape):
+    model = make_encoder(arch, shape, 6, {})
+    assert model(torch.rand(2, *shape)).shape == (2, 6)
+
+
+def test_linear_matches_the_existing_builder_under_the_same_seed():
+    with seeded_init(0, "x"):
+        new = make_encoder("linear", (12,), 4, {"bias": True})
+    with seeded_init(0, "x"):
+        old = build_encoder("linear", 12, 4, {"bias": True})
+    assert isinstance(new, nn.Linear)
+    for a, b in zip(new.parameters(), old.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_initial_weights_are_seeded_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    builds = []
+    for seed in (1, 1, 2):
+        with seeded_init(seed, "resnet18"):
+            builds.append(make_encoder("resnet18", (1, 28, 28), 8, {}).state_dict())
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert all(torch.equal(builds[0][k], builds[1][k]) for k in builds[0])
+    assert not torch.equal(builds[0]["conv1.weight"], builds[2]["conv1.weight"])
+
+
+def test_resnet18_stems():
+    small = make_encoder("resnet18", (1, 28, 28), 5, {"small_stem": True})
+    assert small.conv1.kernel_size == (3, 3) and small.conv1.stride == (1, 1)
+    assert small.conv1.in_channels == 1 and isinstance(small.maxpool, nn.Identity)
+    assert small.fc.out_features == 5 and small(torch.rand(2, 1, 28, 28)).shape == (2, 5)
+    big = make_encoder("resnet18", (2, 64, 64), 5, {"small_stem": False})
+    assert big.conv1.kernel_size == (7, 7) and big.conv1.in_channels == 2
+    assert isinstance(big.maxpool, nn.MaxPool2d) and big(torch.rand(1, 2, 64, 64)).shape == (1, 5)
+    assert count_parameters(small) == sum(p.numel() for p in small.parameters())
+
+
+def test_option_and_shape_errors():
+    with pytest.raises(ValueError, match=r"arch_options.mlp.hidden = \[0\]: must be a list"):
+        resolve_encoder_options("mlp", {"hidden": [0]})
+    with pytest.raises(ValueError, match=r"grid.x.depth = 3: unknown option; allowed: \["):
+        resolve_encoder_options("linear", {"depth": 3}, "grid.x")
+    with pytest.raises(ValueError, match=r"arch_options.clip.weights = None: a path to a local file"):
+        resolve_encoder_options("clip", {})
+    with pytest.raises(ValueError, match=r"arch_options.dino.head = 'mlp': allowed: \['linear', 'none'\]"):
+        resolve_encoder_options("dino", {"weights": "w.pt", "head": "mlp"})
+    with pytest.raises(ValueError, match=r"input_shape = \(8,\): resnet18 takes image inputs"):
+        make_encoder("resnet18", (8,), 4, {})
+    with pytest.raises(ValueError, match=r"grid.arch = 'vgg': unknown architecture; allowed: \["):
+        make_encoder("vgg", (8,), 4, {})

@@ -1,0 +1,152 @@
+"""Proposition 1 window, k-sweeps, the CE − R_k table and the log-log slope fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.search import (
+    SearchCE,
+    ce_minus_risk_table,
+    fit_loglog_slope,
+    k_sweep,
+    population_cross_entropy,
+    population_risk,
+    prop1_window,
+)
+
+
+def test_prop1_window_plain_math():
+    for k, tau in [(1, 1.0), (7, 0.5), (1000, 0.1), (3, 5.0)]:
+        low, high = prop1_window(k, tau)
+        assert low == pytest.approx(-math.log(1 + math.exp(2 / tau) / k), rel=1e-12)
+        assert high == pytest.approx((math.exp(2 / tau) - 1) ** 2 / (8 * k), rel=1e-12)
+    low, high = prop1_window(10, 0.001)  # e^{2000}: the log-space form does not overflow
+    assert low == pytest.approx(-(2000 - math.log(10)), rel=1e-12) and high == math.inf
+    with pytest.raises(ValueError, match=r"k = 0: number of negatives"):
+        prop1_window(0, 1.0)
+    with pytest.raises(ValueError, match=r"tau = 0: temperature"):
+        prop1_window(3, 0)
+
+
+def test_k_sweep_fresh_draws_match_population_risk(rng):
+    s_pos, pool = rng.uniform(-1, 1, size=50), rng.uniform(-1, 1, size=(50, 300))
+    seed = np.random.default_rng(5)
+    got = k_sweep(s_pos, pool, [1, 4, 16], 0.5, np.random.default_rng(5))
+    for k, est in zip([1, 4, 16], got, strict=True):
+        idx = seed.integers(0, 300, size=(50, k))
+        want = population_risk(s_pos, np.take_along_axis(pool, idx, axis=1), 0.5)
+        assert est.k == k and est.risk == want.risk and est.se == want.se
+    # the same k twice gets different (fresh) negatives
+    again = k_sweep(s_pos, pool, [8, 8], 0.5, rng)
+    assert again[0].risk != again[1].risk
+
+
+def test_k_sweep_without_replacement(rng):
+    s_pos = np.zeros(20)
+    pool = np.tile(np.arange(30.0) / 100.0, (20, 1))  # each column identifiable
+    est = k_sweep(s_pos, pool, [30], 1.0, rng, replace=False)[0]
+    want = population_risk(s_pos, pool, 1.0)  # all 30 distinct columns, order irrelevant
+    np.testing.assert_allclose(est.per_anchor, want.per_anchor, atol=1e-13)
+    with pytest.raises(ValueError, match=r"ks\[1\] = 31: without replacement"):
+        k_sweep(s_pos, pool, [2, 31], 1.0, rng, replace=False)
+    with pytest.raises(ValueError, match=r"ks\[0\] = 0: number of negatives"):
+        k_sweep(s_pos, pool, [0], 1.0, rng)
+
+
+def test_table_paired_and_unpaired(rng):
+    ce_vals = rng.normal(1.0, 0.1, size=40)
+    ce = SearchCE.from_values(ce_vals)
+    risk = population_risk(rng.uniform(-1, 1, 40), rng.uniform(-1, 1, (40, 4)), 1.0)
+    row = ce_minus_risk_table(ce, [risk], 1.0)[0]
+    diff = ce_vals - risk.per_anchor
+    assert row.paired and row.gap == pytest.approx(diff.mean(), abs=1e-14)
+    assert row.gap_se == pytest.approx(diff.std(ddof=1) / math.sqrt(40), rel=1e-12)
+    assert (row.window_low, row.window_high) == prop1_window(4, 1.0)
+    other = SearchCE.from_values(ce_vals[:30])
+    row = ce_minus_risk_table(other, [risk], 1.0)[0]
+    assert not row.paired and row.gap_se == pytest.approx(math.hypot(other.se, risk.se))
+
+
+def _channel_similarities(rng, w, x, a_c, count):
+    """(N, count) cosine similarities between φ(x_i) and φ of fresh draws: positives if a_c > 0."""
+    n, p = x.shape
+    other = a_c * x[:, None, :] + math.sqrt(1 - a_c**2) * rng.normal(size=(n, count, p))
+    za = x @ w.T
+    zo = other @ w.T
+    za /= np.linalg.norm(za, axis=-1, keepdims=True)
+    zo /= np.linalg.norm(zo, axis=-1, keepdims=True)
+    return np.einsum("nd,ncd->nc", za, zo)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tau", [0.5, 1.0, 2.0])
+def test_risk_stays_in_prop1_window_gaussian_channel(tau):
+    """Fixed linear encoder on a Gaussian channel: CE by a large Monte Carlo per anchor, R_k on
+    the same anchors with fresh positives and negatives for every k; CE − R_k inside Proposition
+    1's window for every k, to within 4 paired standard errors."""
+    rng = np.random.default_rng(11)
+    p, d, n = 4, 3, 3000
+    w = rng.normal(size=(d, p))
+    x = rng.normal(size=(n, p))
+    ce = population_cross_entropy(
+        _channel_similarities(rng, w, x, 0.8, 1500),
+        _channel_similarities(rng, w, x, 0.0, 3000),
+        tau,
+    )
+    risks = []
+    for k in [1, 2, 4, 8, 16, 32, 64, 128]:
+        s_pos = _channel_similarities(rng, w, x, 0.8, 1)[:, 0]
+        risks.append(population_risk(s_pos, _channel_similarities(rng, w, x, 0.0, k), tau))
+    rows = ce_minus_risk_table(ce, risks, tau)
+    for row in rows:
+        assert row.paired
+        assert row.window_low - 4 * row.gap_se <= row.gap <= row.window_high + 4 * row.gap_se, row
+    # and the gap does shrink: k = 128 is far closer to CE than k = 1
+    assert abs(rows[-1].gap) < 0.1 * abs(rows[0].gap)
+
+
+def _gaps(rng, ks, power, rel_noise=0.03):
+    truth = 2.5 / ks**power
+    se = rel_noise * truth
+    return truth + se * rng.normal(size=ks.size), se
+
+
+@pytest.mark.parametrize("power", [1.0, 0.5])
+def test_slope_recovers_power(rng, power):
+    ks = 2.0 ** np.arange(1, 12)
+    gap, se = _gaps(rng, ks, power)
+    fit = fit_loglog_slope(ks, gap, se)
+    assert fit.ci_low <= -power <= fit.ci_high
+    assert fit.slope == pytest.approx(-power, abs=0.03)
+    assert fit.intercept == pytest.approx(math.log(2.5), abs=0.1)
+    assert fit.n_points == 11 and fit.n_dropped == 0
+    unweighted = fit_loglog_slope(ks, -gap)  # the sign of the gap does not matter
+    assert unweighted.ci_low <= -power <= unweighted.ci_high
+
+
+def test_slope_ols_matches_scipy_and_drops(rng):
+    from scipy import stats as sps
+
+    ks = np.array([1.0, 2, 4, 8, 16, 32, 64])
+    gap = 1.0 / ks * np.exp(0.1 * rng.normal(size=7))
+    gap_bad = np.concatenate([gap, [0.0, np.nan, np.inf]])
+    fit = fit_loglog_slope(np.concatenate([ks, [128, 256, 512]]), gap_bad, level=0.9)
+    ref = sps.linregress(np.log(ks), np.log(gap))
+    assert fit.slope == pytest.approx(ref.slope, rel=1e-12)
+    assert fit.slope_se == pytest.approx(ref.stderr, rel=1e-10)
+    half = sps.t.ppf(0.95, 5) * ref.stderr
+    assert (fit.ci_low, fit.ci_high) == pytest.approx((ref.slope - half, ref.slope + half))
+    assert fit.n_points == 7 and fit.n_dropped == 3 and fit.level == 0.9
+
+
+def test_slope_degenerate_inputs():
+    two = fit_loglog_slope([1, 10], [1.0, 0.1])
+    assert two.slope == pytest.approx(-1.0) and math.isnan(two.ci_low) and two.n_points == 2
+    assert math.isnan(fit_loglog_slope([1, 2], [0.0, 1.0]).slope)
+    with pytest.raises(ValueError, match=r"k = \[0.0, 2.0\]: every k must be > 0"):
+        fit_loglog_slope([0, 2], [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"level = 1.5"):
+        fit_loglog_slope([1, 2], [1.0, 1.0], level=1.5)
