@@ -22,6 +22,8 @@ What each row computes, at batch B and k = min(B − 1, 255):
             the default 4:4:4:1:1:1 mix), so the ratio is the cost of generating them.
 - supcon, soft_supcon, y_aware, xclr: the registry's two-view form, 2B samples × (2B − 1)
             candidates, vs infonce (as asked) and vs nt_xent, which scores the same candidates.
+            supcon/soft_supcon and xclr from labels (= Soft SupCon with ε = e^(−1/τ_s)) need no
+            (2B, 2B) target matrix; y_aware and xclr_graph (a given (B, B) similarity graph) do.
 Targets: nt_xent ≤ 0.5× lightly; dcl, supcon family, synco ≤ 1.5× infonce; weince ≤ 3× infonce.
 """
 
@@ -76,6 +78,7 @@ def variants(
     labels = torch.randint(0, 10, (b,), generator=gen)
     batch = LossBatch(a, p, n, labels, generator=torch.Generator().manual_seed(0))
     y_batch = LossBatch(a, p, n, labels.float())
+    g_batch = LossBatch(a, p, n, labels, similarity=torch.rand(b, b, generator=gen))
     q_batch = LossBatch(a, p, n[:, : k - m].detach(), generator=torch.Generator().manual_seed(0))
     opts = {name: resolve_options(name, None, name) for name in LOSSES}
     opts["synco"].update({f"n_{kind}": c for kind, c in SYNTH.items()})
@@ -94,6 +97,7 @@ def variants(
         "soft_supcon": reg("soft_supcon"),
         "y_aware": reg("y_aware", y_batch),
         "xclr": reg("xclr"),
+        "xclr_graph": reg("xclr", g_batch),
     }
     try:
         from lightly.loss import NTXentLoss
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(("nt_xent / lightly", t["nt_xent"] / t["lightly"], 0.5))
         for name, target in [("dcl", 1.5), ("weince", 3.0), ("synco", 1.5)]:
             rows.append((f"{name} / infonce", t[name] / t["infonce"], target))
-        for name in ("supcon", "soft_supcon", "y_aware", "xclr"):
+        for name in ("supcon", "soft_supcon", "y_aware", "xclr", "xclr_graph"):
             rows.append((f"{name} / infonce", t[name] / t["infonce"], 1.5))
             rows.append((f"{name} / nt_xent (same 2Bx2B)", t[name] / t["nt_xent"], None))
         for label, ratio, target in rows:

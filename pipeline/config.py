@@ -89,6 +89,16 @@ class StatsConfig(_Section):
 
 class SearchConfig(_Section):
     k_eval: int = Field(ge=1)  # negatives per held-out anchor for the held-out risk
+    k_sweep: list[int]  # fresh-negative k's for R_k and CE − R_k (the cell's own k is added)
+    anchors: int = Field(ge=2)  # held-out anchors for CE and R_k; the other held-out points are the pool
+    positives: int = Field(ge=1)  # fresh positive views per anchor for the Monte Carlo CE
+    encoders: list[Literal["trained", "initial"]]  # initial: the same encoder untrained (fixed φ)
+    block: int = Field(ge=1)  # tile size of the blocked CE_m
+
+
+class BoundsConfig(_Section):
+    delta: float = Field(gt=0.0, lt=1.0)  # Theorem 1 holds with probability >= 1 - delta
+    tuples: int = Field(ge=2)  # tuples for the training risk R̂_n and the fresh-tuple risk R
 
 
 class ComputeConfig(_Section):
@@ -112,6 +122,7 @@ class Params(_Section):
     train: TrainConfig
     stats: StatsConfig
     search: SearchConfig
+    bounds: BoundsConfig
     compute: ComputeConfig
     tracking: TrackingConfig
 
@@ -272,12 +283,22 @@ def _resolve_options(p: Params) -> Params:
                                 "arch_options": archs})
 
 
-def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """Lay ``over`` on ``base`` key by key (nested mappings merge, everything else replaces)."""
+# Option sets whose allowed keys depend on a name (the dataset's): a profile replaces them whole.
+REPLACED_WHOLE = frozenset({"data.options", "data.augment"})
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any], _path: str = "") -> dict[str, Any]:
+    """Lay ``over`` on ``base`` key by key: nested mappings merge, everything else replaces.
+
+    The mappings in :data:`REPLACED_WHOLE` are replaced, not merged: a profile that switches
+    the dataset must not inherit the other dataset's options.
+    """
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merge(out[key], value)
+        path = f"{_path}.{key}" if _path else str(key)
+        if (isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
+                and path not in REPLACED_WHOLE):
+            out[key] = merge(out[key], value, path)
         else:
             out[key] = value
     return out

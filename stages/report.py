@@ -6,9 +6,18 @@ import sys
 
 import pandas as pd
 
-from pipeline.report import leaderboard, plots
+from pipeline.report import leaderboard, one_over_k, plots
 from pipeline.runtime import storage
-from pipeline.runtime.context import CELLS, REPORTS, SEARCH, STATS, read_grid, resolved_params
+from pipeline.runtime.context import (
+    BOUNDS,
+    CELLS,
+    FINITE_K,
+    REPORTS,
+    SEARCH,
+    STATS,
+    read_grid,
+    resolved_params,
+)
 from pipeline.runtime.tracking import Tracker
 
 
@@ -37,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     records = {c: storage.read_json(storage.cell_dir(CELLS, c) / "cell.json") for c in grid.cell_id
                if (storage.cell_dir(CELLS, c) / "cell.json").exists()}
     stats, search = pd.read_parquet(STATS), pd.read_parquet(SEARCH)
-    board = leaderboard.build(grid, records, stats, search, params.train.epochs)
+    bounds, finite_k = pd.read_parquet(BOUNDS), pd.read_parquet(FINITE_K)
+    board = leaderboard.build(grid, records, stats, search, params.train.epochs, bounds)
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "leaderboard.md").write_text(leaderboard.to_markdown(board))
     board.to_csv(REPORTS / "leaderboard.csv", index=False)
-    storage.atomic_write_json(REPORTS / "metrics.json", leaderboard.summary_metrics(board))
+    metrics = leaderboard.summary_metrics(board)
+    if len(finite_k):
+        metrics["one_over_k"] = one_over_k.write(finite_k, grid, REPORTS)
+    storage.atomic_write_json(REPORTS / "metrics.json", metrics)
     history = _histories(list(grid.cell_id))
     history = history.rename(columns={c: f"train_{c}" for c in history.columns
                                       if c not in ("epoch", "cell_id")})

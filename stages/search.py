@@ -1,21 +1,37 @@
-"""Held-out InfoNCE risk and retrieval for every cell -> ``data/search.parquet``."""
+"""Retrieval, held-out InfoNCE risk and the similarity-search cross-entropy of every cell.
+
+Writes ``data/search.parquet`` (one row per cell: recall@{1,5,10}, kNN accuracy, R at the cell's
+k and at search.k_eval, CE, CE_m, the finite-k gap CE − R_k and the fitted log-log slope of
+|CE − R_k| against k) and ``data/finite_k.parquet`` (one row per cell, encoder and k).
+"""
 
 from __future__ import annotations
 
 import sys
 
+from pipeline.config import expand
 from pipeline.runtime import storage
-from pipeline.runtime.context import CELLS, SEARCH, read_grid, resolved_params
+from pipeline.runtime.context import (
+    CELLS,
+    FINITE_K,
+    SEARCH,
+    dataset_path,
+    read_grid,
+    resolved_params,
+)
 from pipeline.runtime.dask_ops import compute_search
 
 
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
-    grid = read_grid()
-    ok = grid[grid.status == "ok"]
-    table = compute_search(ok, CELLS, params.search.k_eval, params.compute, params.stats.n_workers)
-    storage.write_frame(table, SEARCH)
-    print(f"search: {len(table)} cells -> {SEARCH}")
+    ok = set(read_grid().query("status == 'ok'").cell_id)
+    cells = [c for c in expand(params) if c.cell_id in ok]
+    rows, sweep = compute_search(cells, dataset_path(params.data.name), CELLS, params.search,
+                                 params.compute, params.stats.n_workers)
+    storage.write_frame(rows, SEARCH)
+    storage.write_frame(sweep, FINITE_K)
+    failed = int((rows.search_status != "ok").sum()) if len(rows) else 0
+    print(f"search: {len(rows)} cells ({failed} failed), {len(sweep)} k-sweep rows -> {SEARCH}")
     return 0
 
 

@@ -151,3 +151,10 @@ def test_options_are_resolved_into_the_cell(tiny_params):
     cell = expand(from_mapping(tiny_params))[0]
     assert cell.loss_options["beta"] == "fixed" and "kappa_rho" in cell.loss_options
     assert cell.data.augment["a"] == 0.6 and cell.data.options == {"input_dim": 16}
+
+
+def test_profile_replaces_dataset_options_whole():
+    base = {"data": {"name": "laplace", "augment": {"a": 0.6, "noise_std": 0.2}, "seed": 0}}
+    over = {"data": {"name": "gaussian_channel", "augment": {"a": 0.5}}}
+    assert merge(base, over) == {"data": {"name": "gaussian_channel", "augment": {"a": 0.5},
+                                          "seed": 0}}

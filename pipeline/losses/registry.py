@@ -12,6 +12,7 @@ into 2B samples with the labels repeated, so each anchor's other view is always 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +107,8 @@ def _validate_weince(o: Mapping[str, Any], where: str) -> None:
 def _validate_synco(o: Mapping[str, Any], where: str) -> None:
     _count(o, "hardest", where, 1)
     _count(o, "warmup_steps", where, 0)
+    _count(o, "queue_size", where, 0)
+    _number(o, "momentum", where, 0.0, lo_open=False, hi=1.0)
     for kind in SYNTHETIC_COUNTS:
         _count(o, f"n_{kind}", where, 0)
     _number(o, "alpha_max", where, 0.0, lo_open=False, hi=1.0)
@@ -192,15 +195,14 @@ def _y_aware(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
 
 def _xclr(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
     """The graph is ``batch.similarity`` (B, B) tiled to (2B, 2B), so each view's partner gets
-    S_ii; without one, S_ij = 1 for equal labels and 0 otherwise (then X-CLR is a tempered
-    Soft SupCon)."""
+    S_ii. Without one, S_ij = 1 for equal labels and 0 otherwise; softmax_j(S_ij/τ_s) then
+    weighs same-class samples e^(1/τ_s) times the others, which is Soft SupCon with
+    ε = e^(−1/τ_s), computed that way (no (2B, 2B) target matrix)."""
     if batch.similarity is not None:
         z = torch.cat([batch.anchor, batch.positive])
-        s = batch.similarity.repeat(2, 2)
-    else:
-        z, labels = _two_views(batch)
-        s = (labels[:, None] == labels[None, :]).to(z.dtype)
-    return xclr(z, s, tau, options["tau_s"])
+        return xclr(z, batch.similarity.repeat(2, 2), tau, options["tau_s"])
+    z, labels = _two_views(batch)
+    return soft_supcon(z, labels, tau, math.exp(-1.0 / options["tau_s"]))
 
 
 LOSSES: dict[str, LossSpec] = {
@@ -230,6 +232,11 @@ LOSSES: dict[str, LossSpec] = {
             "delta": 0.01,
             "eta": 0.01,
             "warmup_steps": 0,
+            # MoCo state, read by the training loop (not by the loss): a queue of this many keys
+            # from a momentum encoder updated with this coefficient; 0 = no queue, the batch's
+            # negatives stand in (see _synco)
+            "queue_size": 0,
+            "momentum": 0.999,
         },
         validate=_validate_synco,
     ),

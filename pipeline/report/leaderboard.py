@@ -8,20 +8,24 @@ from typing import Any
 
 import pandas as pd
 
-GRID_COLUMNS = ["loss", "arch", "k", "tau", "n", "embed_dim", "seed"]
+GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "embed_dim", "seed"]
 STAT_COLUMNS = ["cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "align", "uniform",
                 "eff_rank"]
 INTERVAL_COLUMNS = [f"{c}_{end}" for c in STAT_COLUMNS[:5] for end in ("lo", "hi")]
 REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
 SEARCH_COLUMNS = ["risk_k", "risk_k_se", "risk_keval", "recall_at_1", "recall_at_5", "recall_at_10"]
+# Theorem 1 (data/bounds.parquet) under the leaderboard's names
+BOUND_COLUMNS = {"total": "bound", "measured_gap": "gen_gap", "tightness": "tightness",
+                 "vacuous": "vacuous", "bound_status": "bound_status"}
 # (column, higher is better) for ranks and for the "best" entries of metrics.json
 RANKED = {"recall_at_1": True, "risk_keval": False}  # comparable across cells (same k_eval)
-MARKDOWN_COLUMNS = ["rank", *GRID_COLUMNS, "status", "final_loss", "risk_k", "risk_keval", "recall_at_1",
-                    "cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "eff_rank"]
+MARKDOWN_COLUMNS = ["rank", *GRID_COLUMNS, "status", "recall_at_1", "risk_keval", "ce", "r_k",
+                    "finite_k_gap", "bound", "gen_gap", "cv", "ad_mean", "ad_pass_frac",
+                    "dp_p_mean", "dp_pass_frac"]
 
 
 def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
-          search: pd.DataFrame, final_epoch: int) -> pd.DataFrame:
+          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None) -> pd.DataFrame:
     """Join the stage tables into the leaderboard.
 
     grid: ``data/grid.json`` cells (with status and reason); records: ``cell.json`` per cell id; stats: one row per
@@ -45,6 +49,10 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
         board = board.merge(part, on="cell_id", how="left")
     if len(search):
         board = board.merge(search, on="cell_id", how="left")
+    if bounds is not None and len(bounds):
+        cols = [c for c in BOUND_COLUMNS if c in bounds.columns]
+        board = board.merge(bounds[["cell_id", *cols]].rename(columns=BOUND_COLUMNS),
+                            on="cell_id", how="left")
     board = _mark_failures(board)
     sort_col = "recall_at_1" if "recall_at_1" in board else "final_loss"
     board = board.sort_values([sort_col, "cell_id"], ascending=[not RANKED[sort_col], True],

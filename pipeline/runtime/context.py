@@ -18,6 +18,8 @@ GRID = DATA / "grid.json"  # the cells of the current grid, with their status
 STATS = DATA / "stats.parquet"
 STATS_DETAIL = DATA / "stats_detail.parquet"
 SEARCH = DATA / "search.parquet"
+FINITE_K = DATA / "finite_k.parquet"  # CE − R_k per cell, encoder and k
+BOUNDS = DATA / "bounds.parquet"
 REPORTS = Path("reports")
 
 

@@ -179,30 +179,74 @@ def compute_stats(paths: dict[tuple[str, int], Path], cfg: StatsConfig,
     return pd.DataFrame(rows), detail_df
 
 
-def _search_row(path: str, cell_id: str, k: int, k_eval: int, tau: float) -> dict[str, Any]:
-    from pipeline.search import heldout_infonce_risk, recall_at_k
-    from pipeline.seeding import numpy_generator
+def _retrieval_row(path: str, cell_id: str, k: int, k_eval: int, tau: float,
+                   labels: np.ndarray | None) -> dict[str, Any]:
+    from pipeline.search import heldout_infonce_risk, knn_accuracy, recall_at_k
 
-    row: dict[str, Any] = {"cell_id": cell_id, "search_status": "ok", "search_reason": ""}
-    try:
-        z0, z1 = read_embeddings(path, 0), read_embeddings(path, 1)
-        if not (np.isfinite(z0).all() and np.isfinite(z1).all()):
-            raise ValueError("embeddings contain NaN or infinite values")
-        for name, kk in (("risk_k", k), ("risk_keval", k_eval)):
-            r = heldout_infonce_risk(z0, z1, kk, tau, numpy_generator(cell_id, "search", kk))
-            row[name], row[f"{name}_se"] = r.risk, r.se
-        row.update({f"recall_at_{k_}": v for k_, v in recall_at_k(z0, z1).items()})
-    except Exception as err:  # noqa: BLE001 — one cell's failure is recorded, not raised
-        row.update(search_status="failed", search_reason=f"{type(err).__name__}: {err}")
+    z0, z1 = read_embeddings(path, 0), read_embeddings(path, 1)
+    if not (np.isfinite(z0).all() and np.isfinite(z1).all()):
+        raise ValueError("embeddings contain NaN or infinite values")
+    row: dict[str, Any] = {}
+    for name, kk in (("risk_k", max(k, 1)), ("risk_keval", k_eval)):
+        r = heldout_infonce_risk(z0, z1, kk, tau if tau > 0 else 1.0,
+                                 numpy_generator(cell_id, "search", kk))
+        row[name], row[f"{name}_se"] = r.risk, r.se
+    row.update({f"recall_at_{k_}": v for k_, v in recall_at_k(z0, z1).items()})
+    if labels is not None:
+        row["knn_accuracy"] = knn_accuracy(z0, labels)
     return row
 
 
-def compute_search(cells: pd.DataFrame, root: Path, k_eval: int, compute_cfg: ComputeConfig,
-                   n_workers: int) -> pd.DataFrame:
-    """Held-out InfoNCE risk (at the cell's k and at ``k_eval``) and recall@{1,5,10} per cell."""
-    tasks = [delayed(_search_row)(str(root / c.cell_id / "embeddings.parquet"), c.cell_id,
-                                  int(c.k), k_eval, float(c.tau), dask_key_name=f"search-{c.cell_id}")
-             for c in cells.itertuples()]
+def _search_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> tuple[dict[str, Any], list]:
+    """Retrieval and the similarity-search quantities of one cell; failures become a status."""
+    from pipeline.runtime.evaluate import search_cell
+
+    folder = Path(root) / cell.cell_id
+    row: dict[str, Any] = {"cell_id": cell.cell_id, "search_status": "ok", "search_reason": ""}
+    sweep: list[dict[str, Any]] = []
+    try:
+        row.update(_retrieval_row(str(folder / "embeddings.parquet"), cell.cell_id, cell.k,
+                                  cfg.k_eval, cell.tau, dataset.y_heldout))
+        if cell.objective == "contrastive":
+            summary, sweep = search_cell(cell, dataset, folder, cfg)
+            row.update(summary)
+    except Exception as err:  # noqa: BLE001 — one cell's failure is recorded, not raised
+        row.update(search_status="failed", search_reason=f"{type(err).__name__}: {err}")
+    return row, sweep
+
+
+def _bounds_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> dict[str, Any]:
+    from pipeline.runtime.evaluate import bounds_cell
+
+    try:
+        return bounds_cell(cell, dataset, Path(root) / cell.cell_id, cfg)
+    except Exception as err:  # noqa: BLE001
+        return {"cell_id": cell.cell_id, "bound_status": f"failed: {type(err).__name__}: {err}"}
+
+
+def compute_search(cells: Sequence[Any], dataset_path: Path, root: Path, cfg: Any,
+                   compute_cfg: ComputeConfig, n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per cell, the k-sweep rows) for every cell in one Dask compute."""
+    from pipeline.runtime.storage import read_dataset
+
+    dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
+    tasks = [delayed(_search_cell)(c, dataset, str(root), cfg, dask_key_name=f"search-{c.cell_id}")
+             for c in cells]
+    with scheduler(compute_cfg, n_workers) as kwargs:
+        (results,) = compute(tasks, **kwargs)
+    rows = pd.DataFrame([r for r, _ in results])
+    sweep = pd.DataFrame([s for _, part in results for s in part])
+    return rows, sweep
+
+
+def compute_bounds(cells: Sequence[Any], dataset_path: Path, root: Path, cfg: Any,
+                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
+    """Theorem 1's terms for every cell, one Dask task per cell."""
+    from pipeline.runtime.storage import read_dataset
+
+    dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
+    tasks = [delayed(_bounds_cell)(c, dataset, str(root), cfg, dask_key_name=f"bounds-{c.cell_id}")
+             for c in cells]
     with scheduler(compute_cfg, n_workers) as kwargs:
         (rows,) = compute(tasks, **kwargs)
     return pd.DataFrame(rows)

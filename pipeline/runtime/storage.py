@@ -162,7 +162,7 @@ def read_dataset(path: str | Path) -> Dataset:
         xs = x.flatten().to_numpy(zero_copy_only=False).reshape(-1, *shape)
         labels = part.column("label")
         ys = None if labels.null_count == len(labels) else labels.to_numpy().astype(np.int64)
-        parts[split] = (np.ascontiguousarray(xs, dtype=np.float32), ys)
+        parts[split] = (np.array(xs, dtype=np.float32, order="C"), ys)  # writable copy
     return Dataset(meta["name"], x_train=parts["train"][0], x_heldout=parts["heldout"][0],
                    y_train=parts["train"][1], y_heldout=parts["heldout"][1],
                    n_classes=json.loads(meta["n_classes"]))

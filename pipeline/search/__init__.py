@@ -22,7 +22,7 @@ from pipeline.search.kernels import (
     log_softmax_search_kernel,
     softmax_search_kernel,
 )
-from pipeline.search.retrieval import heldout_infonce_risk, recall_at_k
+from pipeline.search.retrieval import heldout_infonce_risk, knn_accuracy, recall_at_k
 
 __all__ = [
     "GapRow",
@@ -32,6 +32,7 @@ __all__ = [
     "ce_minus_risk_table",
     "fit_loglog_slope",
     "heldout_infonce_risk",
+    "knn_accuracy",
     "idealised_search_kernel",
     "k_sweep",
     "log_softmax_search_kernel",

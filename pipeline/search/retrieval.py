@@ -62,3 +62,27 @@ def recall_at_k(anchor: np.ndarray, pool: np.ndarray, ks: Sequence[int] = (1, 5,
         own = sims[rows, start + rows][:, None]
         rank[start:start + block] = (sims >= own).sum(axis=1) - 1  # others at least as similar
     return {k: float((rank < k).mean()) for k in ks}
+
+
+def knn_accuracy(z: np.ndarray, labels: np.ndarray, k: int = 5, block: int = 1024) -> float:
+    """Leave-one-out k-nearest-neighbour accuracy (cosine, majority vote, ties to the smallest label).
+
+    z: ``(N, d)``, labels: ``(N,)`` ints. Each point is classified by its k most similar *other*
+    points; computed in blocks of rows.
+    """
+    u = _normalize(z)
+    labels = np.asarray(labels)
+    n = u.shape[0]
+    if not 1 <= k <= n - 1:
+        raise ValueError(f"k = {k}: need 1 <= k <= N - 1 = {n - 1}")
+    n_classes = int(labels.max()) + 1
+    correct = 0
+    for start in range(0, n, block):
+        sims = u[start:start + block] @ u.T
+        rows = np.arange(sims.shape[0])
+        sims[rows, start + rows] = -np.inf  # never your own neighbour
+        nbrs = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        votes = np.zeros((sims.shape[0], n_classes), dtype=np.int64)
+        np.add.at(votes, (np.repeat(rows, k), labels[nbrs].ravel()), 1)
+        correct += int((votes.argmax(axis=1) == labels[start:start + block]).sum())
+    return correct / n

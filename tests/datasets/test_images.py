@@ -12,7 +12,7 @@ import pytest
 from pipeline.datasets import load_dataset
 from pipeline.datasets.images import read_idx
 
-MNIST = Path("/work/shared/data/mnist")
+MNIST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mnist"  # ../shared
 MNIST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]  # the README's counts
 
 

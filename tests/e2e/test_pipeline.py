@@ -29,7 +29,11 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     assert metrics["cells"] == 2 and metrics["failed"] == 0
     assert (project.path / "reports" / "plots" / "risk_vs_k.png").stat().st_size > 0
     stats = pd.read_parquet(project.path / "data" / "stats.parquet")
-    assert set(stats.representation) == {"raw", "normalized"} and len(stats) == 4
+    # 2 cells x (trained, untrained control) x (raw, normalized, projected), in one stage
+    assert set(stats.representation) == {"raw", "normalized", "projected"}
+    assert set(stats.epoch) == {0, 2} and len(stats) == 12
+    assert {"ce", "r_k", "finite_k_gap", "bound", "gen_gap"} <= set(board.columns)
+    assert (project.path / "data" / "finite_k.parquet").exists()
 
     runs = _finished_runs_per_cell(project.path)
     assert sorted(runs.index) == sorted(board.cell_id) and (runs == 1).all()

@@ -70,7 +70,9 @@ def test_adapters_compute_the_documented_quantities():
     z, y = torch.cat([b.anchor, b.positive]), torch.cat([b.labels, b.labels])
     assert LOSSES["supcon"].fn(b, 0.2, {}).item() == supcon(z, y, 0.2).item()
     same = (y[:, None] == y[None, :]).double()
-    assert LOSSES["xclr"].fn(b, 0.2, {"tau_s": 0.1}).item() == xclr(z, same, 0.2, 0.1).item()
+    assert LOSSES["xclr"].fn(b, 0.2, {"tau_s": 0.1}).item() == pytest.approx(
+        xclr(z, same, 0.2, 0.1).item(), rel=1e-12
+    )
     s = torch.rand(8, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     with_graph = LossBatch(b.anchor, b.positive, similarity=s)
     assert (
@@ -115,6 +117,16 @@ def test_synco_adapter_queue_substitute_and_warmup():
         ("synco", {"n_mixup": -1}, "loss_options.synco.n_mixup = -1: must be an integer >= 0"),
         ("synco", {"hardest": 2.5}, "loss_options.synco.hardest = 2.5: must be an integer >= 1"),
         ("synco", {"beta_max": 0.5}, "loss_options.synco.beta_max = 0.5: must be a number >= 1.0"),
+        (
+            "synco",
+            {"queue_size": -8},
+            "loss_options.synco.queue_size = -8: must be an integer >= 0",
+        ),
+        (
+            "synco",
+            {"momentum": 1.5},
+            r"loss_options.synco.momentum = 1.5: must be a number >= 0.0 and <= 1.0",
+        ),
         ("soft_supcon", {"eps": 0}, "loss_options.soft_supcon.eps = 0: must be a number > 0.0"),
         ("y_aware", {"sigma": True}, "loss_options.y_aware.sigma = True: must be a number > 0.0"),
         ("xclr", {"tau_s": "a"}, "loss_options.xclr.tau_s = 'a': must be a number > 0.0"),

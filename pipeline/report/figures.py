@@ -1,0 +1,197 @@
+"""Report figures (matplotlib, Agg). Each takes a table and a path stem, writes ``<stem>.png`` and
+``<stem>.svg`` (SVG without a date and with a fixed hash salt, so reruns give the same bytes) and
+returns both paths. Means and intervals are over the cells at each point (Student-t, ``level``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from pipeline.report.render import group_columns  # noqa: E402
+from pipeline.report.tables import GRID_AXES, check_columns, ok_cells, t_interval  # noqa: E402
+
+CV_AXES = ("n", "embed_dim", "batch_size")
+_AXIS_LABELS = {"n": "training size n", "embed_dim": "embedding dimension d",
+                "batch_size": "batch size", "k": "negatives k", "epoch": "epoch"}
+
+
+def save(fig: plt.Figure, path_stem: Path) -> list[Path]:
+    """Write ``fig`` as PNG (150 dpi) and SVG next to each other, close it, return the paths."""
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    png, svg = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".svg")
+    fig.tight_layout()
+    fig.savefig(png, dpi=150, metadata={"Software": None})
+    with plt.rc_context({"svg.hashsalt": "contrastive-bench"}):
+        fig.savefig(svg, metadata={"Date": None})
+    plt.close(fig)
+    return [png, svg]
+
+
+def _label(key: tuple, names: Sequence[str]) -> str:
+    return " · ".join(f"{v}" if n in ("loss", "arch") else f"{n}={v}"
+                      for n, v in zip(names, key, strict=True)) or "all"
+
+
+def _mean_ci(df: pd.DataFrame, x: str, y: str, level: float) -> pd.DataFrame:
+    rows = [(xv, *t_interval(part[y].to_numpy(float), level)) for xv, part in df.groupby(x)]
+    return pd.DataFrame(rows, columns=[x, "mean", "lo", "hi"]).sort_values(x)
+
+
+def _lines(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, hue: Sequence[str], level: float,
+           suffix: str = "", linestyle: str = "-") -> None:
+    groups = df.groupby(list(hue), dropna=False) if hue else [((), df)]
+    for key, part in groups:
+        pts = _mean_ci(part.dropna(subset=[y]), x, y, level)
+        err = np.vstack([pts["mean"] - pts["lo"], pts["hi"] - pts["mean"]])
+        key = key if isinstance(key, tuple) else (key,)
+        ax.errorbar(pts[x], pts["mean"], yerr=np.nan_to_num(err), marker="o", capsize=3,
+                    label=_label(key, hue) + suffix, linestyle=linestyle)
+
+
+def cv_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str = "cv",
+          hue: Sequence[str] = ("loss",), level: float = 0.95) -> list[Path]:
+    """Thin-shell CV (or ``metric``) against ``axis`` ∈ ``CV_AXES``, one line per ``hue`` value,
+    averaged over the other axes; log x axis."""
+    allowed = [a for a in CV_AXES if a in board]
+    if axis not in allowed:
+        raise ValueError(f"axis = {axis!r}: allowed: {', '.join(allowed) or '(none in board)'}")
+    check_columns(board, [metric], "metric", numeric=True)
+    check_columns(board, list(hue), "hue")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    _lines(ax, ok_cells(board), axis, metric, list(hue), level)
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel=_AXIS_LABELS[axis], ylabel=f"{metric} (thin-shell CV)" if metric == "cv"
+           else metric)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path_stem)
+
+
+def pass_rate_vs_epoch(stats: pd.DataFrame, path_stem: Path, hue: Sequence[str] = ("loss",),
+                       level: float = 0.95) -> list[Path]:
+    """AD and DP pass rates (%) against epoch; rows are (cell_id, epoch, representation) with
+    ``ad_pass_frac``/``dp_pass_frac``; one line per hue value and representation."""
+    check_columns(stats, ["epoch", "ad_pass_frac", "dp_pass_frac"], "stats columns")
+    hue = [h for h in hue if h in stats]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    reps = (list(stats.groupby("representation")) if "representation" in stats
+            else [("", stats)])
+    for (rep, part), style in zip(reps, ("-", "--", ":", "-."), strict=False):
+        pct = ok_cells(part).assign(ad=lambda d: 100 * d.ad_pass_frac,
+                                    dp=lambda d: 100 * d.dp_pass_frac)
+        for ax, col in zip(axes, ("ad", "dp"), strict=True):
+            _lines(ax, pct, "epoch", col, hue, level, linestyle=style,
+                   suffix=f" ({rep})" if rep else "")
+    for ax, name in zip(axes, ("Anderson–Darling", "D'Agostino–Pearson"), strict=True):
+        ax.set(xlabel="epoch", title=f"{name}: coordinates passing", ylim=(-2, 102))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("pass rate (%)")
+    axes[1].legend(fontsize=7)
+    return save(fig, path_stem)
+
+
+def norm_histograms(norms_by_label: Mapping[str, np.ndarray], path_stem: Path,
+                    bins: int = 50) -> list[Path]:
+    """Overlaid density histograms of embedding norms ‖z‖, one per label (e.g. variant)."""
+    if not norms_by_label:
+        raise ValueError("norms_by_label: empty; expected {label: array of norms}")
+    values = np.concatenate([np.asarray(v, float).ravel() for v in norms_by_label.values()])
+    edges = np.histogram_bin_edges(values[np.isfinite(values)], bins=bins)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, norms in norms_by_label.items():
+        ax.hist(np.asarray(norms, float).ravel(), bins=list(edges), density=True, histtype="step",
+                linewidth=1.5, label=str(label))
+    ax.set(xlabel="‖z‖", ylabel="density")
+    ax.legend(fontsize=8)
+    return save(fig, path_stem)
+
+
+def gap_vs_k(df: pd.DataFrame, path_stem: Path, hue: Sequence[str] = ()) -> list[Path]:
+    """|CE − R_k| against k on log-log axes with ±1 s.e. bars (``gap_se`` if present), and
+    reference lines ∝ 1/k and ∝ 1/√k through the smallest k's mean."""
+    check_columns(df, ["k", "gap"], "df columns")
+    check_columns(df, list(hue), "hue")
+    data = df.assign(abs_gap=df["gap"].abs(), se=df["gap_se"] if "gap_se" in df else np.nan)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    groups = data.groupby(list(hue)) if hue else [((), data)]
+    for key, part in groups:
+        agg = part.groupby("k").agg(g=("abs_gap", "mean"), se=("se", lambda s: np.sqrt(
+            np.nansum(s**2)) / max(len(s), 1) if s.notna().any() else np.nan)).reset_index()
+        key = key if isinstance(key, tuple) else (key,)
+        ax.errorbar(agg.k, agg.g, yerr=np.nan_to_num(agg.se), marker="o", capsize=3,
+                    label=_label(key, hue) if hue else "|CE − R_k|")
+    ks = np.sort(data["k"].unique()).astype(float)
+    first = data.loc[data.k == ks[0], "abs_gap"].mean()
+    ax.plot(ks, first * ks[0] / ks, "k--", linewidth=1, label="∝ 1/k")
+    ax.plot(ks, first * np.sqrt(ks[0] / ks), "k:", linewidth=1, label="∝ 1/√k")
+    ax.set(xscale="log", yscale="log", xlabel="negatives k", ylabel="|CE − R_k|")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return save(fig, path_stem)
+
+
+def bound_terms(df: pd.DataFrame, path_stem: Path, terms: Sequence[str] | None = None,
+                label_cols: Sequence[str] | None = None) -> list[Path]:
+    """Stacked bars of the bound's terms, one bar per row (positive terms up, negative down);
+    ``bound`` and ``gap`` columns, when present, are drawn as markers on each bar.
+
+    terms: None means every numeric column that is not a grid axis, ``bound``, ``gap``,
+    ``tightness`` or a ``*_se``; label_cols: None means the grid axes present.
+    """
+    skip = {*GRID_AXES, "bound", "gap", "tightness"}
+    terms = list(terms if terms is not None else [
+        c for c in df.columns if c not in skip and not c.endswith("_se")
+        and pd.api.types.is_numeric_dtype(df[c])])
+    if not terms:
+        raise ValueError("terms: no numeric term columns found; pass terms=[...] explicitly")
+    check_columns(df, terms, "terms", numeric=True)
+    label_cols = list(label_cols if label_cols is not None else [a for a in GRID_AXES if a in df])
+    labels = [_label(tuple(r), label_cols) for r in df[label_cols].itertuples(index=False)]
+    x = np.arange(len(df))
+    fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(df) + 2), 4))
+    up, down = np.zeros(len(df)), np.zeros(len(df))
+    for term in terms:
+        v = df[term].to_numpy(float)
+        base = np.where(v >= 0, up, down)
+        ax.bar(x, v, bottom=base, label=term)
+        up, down = up + np.clip(v, 0, None), down + np.clip(v, None, 0)
+    for col, mark in (("bound", "k_"), ("gap", "rx")):
+        if col in df:
+            ax.plot(x, df[col].to_numpy(float), mark, markersize=12, label=col)
+    ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=7)
+    ax.axhline(0, color="k", linewidth=0.5)
+    ax.set_ylabel("bound terms")
+    ax.legend(fontsize=7)
+    return save(fig, path_stem)
+
+
+def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str) -> list[Path]:
+    """Bars of ``<metric>_mean`` per ``aggregate`` row with the interval as error bars,
+    coloured by loss variant when the table has a ``loss`` column."""
+    if f"{metric}_mean" not in table:
+        have = [c[:-5] for c in table.columns if c.endswith("_mean")]
+        raise ValueError(f"metric = {metric!r}: not in the table; allowed: {', '.join(have)}")
+    keys = group_columns(table)
+    labels = [_label(tuple(r), keys) for r in table[keys].itertuples(index=False)]
+    mean = table[f"{metric}_mean"].to_numpy(float)
+    err = np.vstack([mean - table[f"{metric}_lo"].to_numpy(float),
+                     table[f"{metric}_hi"].to_numpy(float) - mean])
+    variants = list(dict.fromkeys(table["loss"])) if "loss" in table else []
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = ([cycle[variants.index(v) % len(cycle)] for v in table["loss"]] if variants
+              else None)
+    fig, ax = plt.subplots(figsize=(max(5, 0.45 * len(table) + 2), 4))
+    ax.bar(np.arange(len(table)), mean, yerr=np.nan_to_num(err), capsize=3, color=colors)
+    ax.set_xticks(np.arange(len(table)), labels, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3, axis="y")
+    return save(fig, path_stem)

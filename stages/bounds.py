@@ -1,0 +1,29 @@
+"""Theorem 1 of Whiteley (2026) for every contrastive cell -> ``data/bounds.parquet``.
+
+Each term (complexity, sample variability, the two finite-k terms), their sum, the measured
+generalisation gap (R on fresh tuples − R̂_n on training tuples), tightness and `vacuous`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline.config import expand
+from pipeline.runtime import storage
+from pipeline.runtime.context import BOUNDS, CELLS, dataset_path, read_grid, resolved_params
+from pipeline.runtime.dask_ops import compute_bounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    params = resolved_params()
+    ok = set(read_grid().query("status == 'ok'").cell_id)
+    cells = [c for c in expand(params) if c.cell_id in ok]
+    table = compute_bounds(cells, dataset_path(params.data.name), CELLS, params.bounds,
+                           params.compute, params.stats.n_workers)
+    storage.write_frame(table, BOUNDS)
+    print(f"bounds: {len(table)} cells -> {BOUNDS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The whiteley-k profile, CPU-sized: |CE − R_k| falls like 1/k (slope −1), not 1/√k (−1/2)."""
+
+from __future__ import annotations
+
+import pytest
+from safetensors.torch import save_file
+
+from pipeline.config import expand, from_mapping, merge, read_yaml
+from pipeline.datasets import load_dataset
+from pipeline.runtime.evaluate import search_cell
+from pipeline.train import train_cell
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_finite_k_gap_has_slope_minus_one(tmp_path):
+    raw = merge(read_yaml(ROOT / "params.yaml"), read_yaml(ROOT / "profiles" / "whiteley-k.yaml"))
+    raw = merge(raw, {"data": {"n_train": 1000, "n_heldout": 3000}, "grid": {"n": [1000]},
+                      "train": {"epochs": 3},
+                      "search": {"anchors": 1500, "positives": 16}})
+    params = from_mapping(raw)
+    (cell,) = expand(params)
+    d = params.data
+    dataset = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
+    model = train_cell(cell, dataset).model
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              str(tmp_path / "model.safetensors"))
+    summary, sweep = search_cell(cell, dataset, tmp_path, params.search)
+    assert {r["encoder"] for r in sweep} == {"trained", "initial"}
+    assert [r["k"] for r in sweep if r["encoder"] == "trained"] == [2, 4, 8, 16, 32, 64, 128, 256, 512]
+    for prefix in ("", "initial_"):
+        assert -1.25 <= summary[f"{prefix}slope"] <= -0.75, summary
+    # the Proposition 1 window holds at every k, up to sampling error
+    for r in sweep:
+        assert r["window_low"] - 3 * r["gap_se"] <= r["gap"] <= r["window_high"] + 3 * r["gap_se"]
