@@ -81,6 +81,7 @@ class Run:
     cpu: float  # CPU seconds of every process involved
     cell_walls: list[float]  # run_cell's own wall time per cell
     cell_cpus: list[float]  # CPU seconds of the process around each run_cell
+    cell_threads: list[float]  # CPU seconds of the calling thread alone (torch runs on 1 thread)
 
 
 CPU_FILE = "bench_cpu.txt"  # written next to cell.json by the wrapped Ray task
@@ -88,9 +89,10 @@ CPU_FILE = "bench_cpu.txt"  # written next to cell.json by the wrapped Ray task
 
 def _task_with_cpu(cell, dataset, root, meta, threads, snapshot_epochs):
     """executor._task, also writing the task's CPU seconds (the worker process) to the cell folder."""
-    cpu = time.process_time()
+    cpu, thread = time.process_time(), time.thread_time()
     out = run_cell(cell, dataset, root, meta, threads, snapshot_epochs)
-    (storage.cell_dir(root, cell.cell_id) / CPU_FILE).write_text(str(time.process_time() - cpu))
+    (storage.cell_dir(root, cell.cell_id) / CPU_FILE).write_text(
+        f"{time.process_time() - cpu} {time.thread_time() - thread}")
     return out
 
 
@@ -109,15 +111,16 @@ def _tree_cpu() -> dict[int, float]:
 def bare(params: Params, dataset, root: Path, meta: dict[str, str]) -> Run:
     torch.set_num_threads(1)
     shutil.rmtree(root, ignore_errors=True)
-    walls, cpus = [], []
+    walls, cpus, threads = [], [], []
     start, cpu0 = time.perf_counter(), time.process_time()
     for cell in expand(params):
-        cpu = time.process_time()
+        cpu, thread = time.process_time(), time.thread_time()
         out = run_cell(cell, dataset, root, meta, params.train.threads, params.stats.epochs)
         cpus.append(time.process_time() - cpu)
+        threads.append(time.thread_time() - thread)
         assert out.status == "ok", out.reason
         walls.append(out.wall_seconds)
-    return Run(time.perf_counter() - start, time.process_time() - cpu0, walls, cpus)
+    return Run(time.perf_counter() - start, time.process_time() - cpu0, walls, cpus, threads)
 
 
 def pipeline(params: Params) -> Run:
@@ -135,8 +138,9 @@ def pipeline(params: Params) -> Run:
     folders = [storage.cell_dir(context.CELLS, c.cell_id) for c in expand(params)]
     records = [storage.read_json(f / "cell.json") for f in folders]
     assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    cpu = [[float(v) for v in (f / CPU_FILE).read_text().split()] for f in folders]
     return Run(seconds, driver + tree, [float(r["wall_seconds"]) for r in records],
-               [float((f / CPU_FILE).read_text()) for f in folders])
+               [c[0] for c in cpu], [c[1] for c in cpu])
 
 
 def calibrate(params_at, dataset, root: Path, meta: dict[str, str], seconds: float) -> int:
@@ -247,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  outside the cells   {gap:8.2f} s = {100 * gap / cell_t:5.1f}%   ((pipeline x {cores} - "
           f"sum of in-task cell times) / {n}: idle cores and orchestration, not slower cells)")
     print("CPU seconds (robust to other load on the machine):")
-    print(f"  mean cell           {cell_cpu:8.2f} s bare, {task_cpu:.2f} s inside a Ray task")
+    cell_thr = _med(bares, lambda r: statistics.mean(r.cell_threads))
+    task_thr = _med(pipes, lambda r: statistics.mean(r.cell_threads))
+    print(f"  mean cell           {cell_cpu:8.2f} s bare, {task_cpu:.2f} s inside a Ray task "
+          f"(the cell's thread alone: {cell_thr:.2f} s bare, {task_thr:.2f} s in the task)")
     print(f"  total               {bare_cpu:8.2f} s bare, {pipe_cpu:.2f} s pipeline (driver + "
           f"raylet, GCS, workers)")
     print(f"  per-cell overhead   {(pipe_cpu - bare_cpu) / n:8.2f} s = "

@@ -1,4 +1,4 @@
-"""``cbench``: validate params, run one stage, or print the leaderboard in the terminal."""
+"""``cbench``: run one stage, print the leaderboard, or compare two variants in the terminal."""
 
 from __future__ import annotations
 
@@ -43,11 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     stage.add_argument("name", choices=STAGES)
     stage.add_argument("rest", nargs=argparse.REMAINDER)
     board = sub.add_parser("leaderboard", help="print the leaderboard, filtered and sorted")
-    board.add_argument("--csv", default="reports/leaderboard.csv")
+    board.add_argument("--csv", default="reports/cells.csv")
     board.add_argument("--filter", action="append", default=[], metavar="COLUMN=VALUE")
     board.add_argument("--sort", metavar="COLUMN")
     board.add_argument("--desc", action="store_true", help="sort descending")
     board.add_argument("--top", type=int, default=0)
+    sub.add_parser("compare", help="two variants side by side (see `cbench compare --help`)",
+                   add_help=False)
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["compare"]:
+        from pipeline.report.cli_compare import compare_main
+
+        return compare_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "stage":
         return int(importlib.import_module(f"stages.{args.name}").main(args.rest))

@@ -101,6 +101,14 @@ class BoundsConfig(_Section):
     tuples: int = Field(ge=2)  # tuples for the training risk R̂_n and the fresh-tuple risk R
 
 
+class ReportConfig(_Section):
+    group_by: list[str]  # leaderboard rows: one per combination of these (seeds are averaged)
+    metrics: list[str]  # columns, each as mean ± CI over seeds with its rank where meaningful
+    baseline: str  # the loss every other variant is compared with (paired across seeds)
+    level: float = Field(gt=0.0, lt=1.0)  # confidence level of the intervals
+    alpha: float = Field(gt=0.0, lt=1.0)  # significance level of the paired tests
+
+
 class ComputeConfig(_Section):
     ray_address: str | None
     num_cpus: float = Field(gt=0.0)
@@ -123,6 +131,7 @@ class Params(_Section):
     stats: StatsConfig
     search: SearchConfig
     bounds: BoundsConfig
+    report: ReportConfig
     compute: ComputeConfig
     tracking: TrackingConfig
 
@@ -254,6 +263,11 @@ def _check_values(p: Params) -> None:
         if n < t.batch_size:
             raise ConfigError(f"grid.n[{i}] = {n} < train.batch_size = {t.batch_size}: "
                               "need at least one full batch")
+    axes = set(GridConfig.model_fields)
+    for i, axis in enumerate(p.report.group_by):
+        if axis not in axes or axis == "seed":
+            raise ConfigError(f"report.group_by[{i}] = {axis!r}: must be a grid axis other than "
+                              f"seed; allowed: {sorted(axes - {'seed'})}")
     for i, e in enumerate(p.stats.epochs):
         if not 0 <= e <= t.epochs:
             raise ConfigError(f"stats.epochs[{i}] = {e}: must be in [0, train.epochs = {t.epochs}]")

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pandas as pd
 
-from pipeline.report import leaderboard, one_over_k, plots
+from pipeline.config import ReportConfig
+from pipeline.report import figures, leaderboard, one_over_k
+from pipeline.report.compare import compare_to_baseline, mark_significant
+from pipeline.report.publish import write_tables
+from pipeline.report.render import failure_notes, notes_for
+from pipeline.report.tables import aggregate
 from pipeline.runtime import storage
 from pipeline.runtime.context import (
     BOUNDS,
     CELLS,
     FINITE_K,
     REPORTS,
+    RESOLVED,
     SEARCH,
     STATS,
     read_grid,
@@ -40,6 +47,56 @@ def _log_to_mlflow(board: pd.DataFrame, stats: pd.DataFrame, tracker: Tracker) -
     tracker.client.log_artifacts(parent, str(REPORTS), artifact_path="reports")
 
 
+def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, cfg: ReportConfig,
+            final_epoch: int) -> None:
+    """The publishable leaderboard (md, tex, csv, html: mean ± CI over seeds, ranks, provenance,
+    paired comparisons against the baseline) and the figures."""
+    metrics = [m for m in cfg.metrics if m in board.columns]
+    table = aggregate(board, cfg.group_by, metrics, cfg.level)
+    notes = notes_for(table, cfg.baseline) + failure_notes(board)
+    comparison = pd.DataFrame()
+    if cfg.baseline in set(board.loss):
+        comparison = compare_to_baseline(board, cfg.baseline, "loss", metrics=metrics,
+                                         level=cfg.level, alpha=cfg.alpha)
+        table = mark_significant(table, comparison, "loss")
+    comparison.to_csv(REPORTS / "comparison.csv", index=False)
+    write_tables(table, REPORTS / "leaderboard", "contrastive-bench leaderboard", "tab:leaderboard",
+                 notes)
+    plots_dir = REPORTS / "plots"
+    for axis in ("n", "embed_dim", "k"):
+        if board[axis].nunique() > 1:
+            figures.cv_vs(board, plots_dir / f"cv_vs_{axis}", axis=axis)
+    if board.k.nunique() > 1 and "recall_at_1" in board:
+        figures.cv_vs(board, plots_dir / "recall_vs_k", axis="k", metric="recall_at_1",
+                      hue=("loss", "arch", "tau"))
+    if stats.epoch.nunique() > 1:
+        raw = stats[stats.representation == "raw"].merge(board[["cell_id", "loss"]], on="cell_id")
+        figures.pass_rate_vs_epoch(raw, plots_dir / "pass_rate_vs_epoch")
+    if "recall_at_1_mean" in table:
+        figures.variant_comparison(table, plots_dir / "variant_recall_at_1", "recall_at_1")
+    if "bound_status" in bounds:
+        usable = bounds[bounds.bound_status.astype(str).str.startswith(("ok", "partial"))]
+        terms = usable.drop(columns=["k", "tau"], errors="ignore").merge(
+            board[["cell_id", "loss", "arch", "k", "tau"]], on="cell_id")
+        if len(terms):
+            figures.bound_terms(terms.head(12).rename(columns={"total": "bound",
+                                                                 "measured_gap": "gap"}),
+                                plots_dir / "bound_terms", label_cols=["loss", "arch", "k", "tau"])
+    figures.norm_histograms(_norms(board), plots_dir / "norm_histograms")
+
+
+def _norms(board: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Held-out embedding norms of the best cell of each loss variant (by recall@1)."""
+    out = {}
+    ok = board[board.status == "ok"]
+    for loss, part in ok.groupby("loss"):
+        best = part.sort_values("recall_at_1", ascending=False).iloc[0] if "recall_at_1" in part \
+            else part.iloc[0]
+        z = storage.read_embeddings(storage.cell_dir(CELLS, best.cell_id) / "embeddings.parquet", 0)
+        out[f"{loss} ({best.arch}, k={best.k}, τ={best.tau:g})"] = np.linalg.norm(z, axis=1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     grid = read_grid()
@@ -47,13 +104,18 @@ def main(argv: list[str] | None = None) -> int:
                if (storage.cell_dir(CELLS, c) / "cell.json").exists()}
     stats, search = pd.read_parquet(STATS), pd.read_parquet(SEARCH)
     bounds, finite_k = pd.read_parquet(BOUNDS), pd.read_parquet(FINITE_K)
-    board = leaderboard.build(grid, records, stats, search, params.train.epochs, bounds)
+    board = leaderboard.build(grid, records, stats, search, params.train.epochs, bounds,
+                              storage.file_sha256(RESOLVED)[:12], params.report.level)
     REPORTS.mkdir(exist_ok=True)
-    (REPORTS / "leaderboard.md").write_text(leaderboard.to_markdown(board))
-    board.to_csv(REPORTS / "leaderboard.csv", index=False)
+    (REPORTS / "cells.md").write_text(leaderboard.to_markdown(board))
+    board.to_csv(REPORTS / "cells.csv", index=False)
+    publish(board, stats, bounds, params.report, params.train.epochs)
     metrics = leaderboard.summary_metrics(board)
     if len(finite_k):
         metrics["one_over_k"] = one_over_k.write(finite_k, grid, REPORTS)
+    else:  # a grid without contrastive cells: an empty table keeps the DVC outputs complete
+        pd.DataFrame(columns=["encoder", *one_over_k.CSV_COLUMNS]).to_csv(
+            REPORTS / "one_over_k.csv", index=False)
     storage.atomic_write_json(REPORTS / "metrics.json", metrics)
     history = _histories(list(grid.cell_id))
     history = history.rename(columns={c: f"train_{c}" for c in history.columns
@@ -61,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     history = history.merge(grid, on="cell_id", how="left")
     history.assign(cell=history.loss + "/" + history.arch + "/k=" + history.k.astype(str) + "/tau="
                    + history.tau.astype(str)).to_csv(REPORTS / "history.csv", index=False)
-    plots.metric_vs_k(board, "risk_k", REPORTS / "plots" / "risk_vs_k.png", "held-out risk R(φ; k, τ)")
-    plots.metric_vs_k(board, "recall_at_1", REPORTS / "plots" / "recall_vs_k.png", "held-out recall@1")
     _log_to_mlflow(board, stats, Tracker(params.tracking.uri, params.tracking.experiment))
     n_failed = int((board.status != "ok").sum())
     print(f"report: leaderboard of {len(board)} cells ({n_failed} failed) -> "

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.report.controls import control_columns
+
 GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "embed_dim", "seed"]
 STAT_COLUMNS = ["cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "align", "uniform",
                 "eff_rank"]
@@ -25,7 +27,8 @@ MARKDOWN_COLUMNS = ["rank", *GRID_COLUMNS, "status", "recall_at_1", "risk_keval"
 
 
 def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
-          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None) -> pd.DataFrame:
+          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None,
+          params_hash: str = "", level: float = 0.95) -> pd.DataFrame:
     """Join the stage tables into the leaderboard.
 
     grid: ``data/grid.json`` cells (with status and reason); records: ``cell.json`` per cell id; stats: one row per
@@ -36,7 +39,9 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
     board["final_loss"] = board.cell_id.map(lambda c: records.get(c, {}).get("final_loss"))
     board["wall_seconds"] = board.cell_id.map(lambda c: records.get(c, {}).get("wall_seconds"))
     board["reason"] = board["reason"].fillna("")  # grid.json: the training failure, if any
-    board["git_sha"] = board.cell_id.map(lambda c: records.get(c, {}).get("git_sha", ""))
+    for key in ("git_sha", "dataset_hash", "hardware"):
+        board[key] = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key, ""))
+    board["params_hash"] = params_hash
     final = stats[stats.epoch == final_epoch] if len(stats) else stats
     for rep, prefix in REPRESENTATION_PREFIX.items():
         part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
@@ -47,6 +52,10 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
             columns={c: prefix + c for c in cols} | {"status": f"{prefix or 'raw_'}stats_status",
                                                       "reason": f"{prefix or 'raw_'}stats_reason"})
         board = board.merge(part, on="cell_id", how="left")
+    if len(stats) and final_epoch != 0 and (stats.epoch == 0).any():  # the untrained control
+        raw = stats[stats.representation == "raw"]
+        board = board.merge(control_columns(raw[raw.epoch == final_epoch], raw[raw.epoch == 0],
+                                            level), on="cell_id", how="left")
     if len(search):
         board = board.merge(search, on="cell_id", how="left")
     if bounds is not None and len(bounds):

@@ -5,14 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from pipeline.search import fit_loglog_slope  # noqa: E402
+from pipeline.report.figures import gap_vs_k
+from pipeline.search import fit_loglog_slope
 
 CSV_COLUMNS = ["k", "risk", "ce", "gap", "gap_se"]
 
@@ -33,33 +30,11 @@ def fits(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
-def plot(rows: pd.DataFrame, path: Path) -> None:
-    """|CE − R_k| against k on log-log axes, per encoder, with 1/k and 1/√k reference lines."""
-    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=120)
-    for encoder, part in rows.groupby("encoder"):
-        part = part.sort_values("k")
-        label = "fixed (untrained) encoder" if encoder == "initial" else f"{encoder} encoder"
-        ax.errorbar(part.k, part.gap.abs(), yerr=1.96 * part.gap_se, marker="o", capsize=3,
-                    label=label)
-    k = np.array(sorted(rows.k.unique()), dtype=float)
-    anchor = rows[rows.k == k.min()].gap.abs().max()
-    ax.plot(k, anchor * k.min() / k, "k--", lw=1, label="∝ 1/k")
-    ax.plot(k, anchor * np.sqrt(k.min() / k), "k:", lw=1, label="∝ 1/√k")
-    ax.set(xscale="log", yscale="log", xlabel="negatives k", ylabel="|CE − R(φ; k, τ)|",
-           title="Finite-k gap of InfoNCE (Whiteley 2026, Prop. 1)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    fig.savefig(path.with_suffix(".svg"))
-    plt.close(fig)
-
-
 def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path) -> dict[str, Any]:
     """``reports/one_over_k.csv``, ``reports/plots/one_over_k.png``; returns the metrics entry."""
     cell = first_cell(finite_k, grid)
     rows = finite_k[finite_k.cell_id == cell]
     rows[["encoder", *CSV_COLUMNS]].to_csv(reports / "one_over_k.csv", index=False)
-    plot(rows, reports / "plots" / "one_over_k.png")
+    gap_vs_k(rows.assign(encoder=rows.encoder.replace({"initial": "fixed (untrained)"})),
+             reports / "plots" / "one_over_k", hue=("encoder",))
     return {"cell_id": cell, **fits(rows)}

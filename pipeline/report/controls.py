@@ -1,0 +1,58 @@
+"""Trained against untrained: is a distribution diagnostic the loss's doing, or the CLT's?
+
+A random linear map of many independent coordinates is already close to Gaussian (central limit
+theorem), and the norm spread of Gaussian coordinates is about 1/√(2d) whatever the loss. So each
+cell's diagnostics are shown beside those of the same encoder at initialisation (epoch 0, same
+seed, same held-out data), with the difference and an interval for it. A diagnostic is marked
+"not changed by training" when that interval covers zero.
+
+Interval of a difference: each side's 95% interval (bootstrap for CV, over coordinates for AD/DP,
+see ``pipeline.stats.intervals``) is turned into a standard error, se ≈ (high − low)/(2·z), and
+trained − control ± z·√(se_t² + se_c²) — a normal approximation treating the two as independent.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+CONTROL_STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
+
+
+def difference_interval(est_t: float, lo_t: float, hi_t: float, est_c: float, lo_c: float,
+                        hi_c: float, level: float = 0.95) -> tuple[float, float, float]:
+    """(difference, low, high) of trained − control from the two intervals (normal approximation)."""
+    z = float(sps.norm.ppf((1 + level) / 2))
+    se = math.hypot((hi_t - lo_t) / (2 * z), (hi_c - lo_c) / (2 * z))
+    diff = est_t - est_c
+    return diff, diff - z * se, diff + z * se
+
+
+def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per cell: ``control_<s>``, ``delta_<s>`` with ``_lo``/``_hi`` and ``changed_<s>``.
+
+    trained, control: stats rows (one per cell_id) of the raw representation with ``<s>``,
+    ``<s>_lo``, ``<s>_hi`` columns. ``changed_<s>`` is True when the interval excludes zero,
+    False when it covers zero ("not changed by training"), NaN when it is unknown.
+    """
+    merged = trained.merge(control, on="cell_id", suffixes=("", "_control"))
+    out = pd.DataFrame({"cell_id": merged.cell_id})
+    for s in CONTROL_STATS:
+        if s not in merged or f"{s}_control" not in merged:
+            continue
+        out[f"control_{s}"] = merged[f"{s}_control"].to_numpy()
+        if f"{s}_lo" not in merged:
+            continue
+        rows = [difference_interval(r[s], r[f"{s}_lo"], r[f"{s}_hi"], r[f"{s}_control"],
+                                    r[f"{s}_lo_control"], r[f"{s}_hi_control"], level)
+                for _, r in merged.iterrows()]
+        diff = np.array(rows, dtype=float).reshape(-1, 3)
+        out[f"delta_{s}"], out[f"delta_{s}_lo"], out[f"delta_{s}_hi"] = diff.T
+        known = np.isfinite(diff).all(axis=1)
+        changed = (diff[:, 1] > 0) | (diff[:, 2] < 0)
+        out[f"changed_{s}"] = pd.array(np.where(known, changed, False), dtype="boolean")
+        out.loc[~known, f"changed_{s}"] = pd.NA
+    return out

@@ -1,0 +1,34 @@
+"""Trained-vs-control differences and the "not changed by training" decision on fixed tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from pipeline.report.controls import control_columns, difference_interval
+
+
+def test_difference_interval_by_hand():
+    # trained 0.10 [0.08, 0.12], control 0.05 [0.04, 0.06]: se = √(0.01² + 0.005²)/1.96·… by hand
+    diff, lo, hi = difference_interval(0.10, 0.08, 0.12, 0.05, 0.04, 0.06)
+    z = 1.959963984540054
+    se = math.sqrt((0.04 / (2 * z)) ** 2 + (0.02 / (2 * z)) ** 2)
+    assert diff == pytest.approx(0.05)
+    assert (lo, hi) == pytest.approx((0.05 - z * se, 0.05 + z * se))
+
+
+def _rows(values):
+    return pd.DataFrame([{"cell_id": c, "cv": v, "cv_lo": lo, "cv_hi": hi}
+                         for c, (v, lo, hi) in values.items()])
+
+
+def test_changed_is_decided_by_the_interval():
+    trained = _rows({"a": (0.20, 0.19, 0.21), "b": (0.06, 0.05, 0.07), "c": (0.1, math.nan, math.nan)})
+    control = _rows({"a": (0.05, 0.04, 0.06), "b": (0.057, 0.05, 0.064), "c": (0.1, 0.09, 0.11)})
+    out = control_columns(trained, control).set_index("cell_id")
+    assert out.loc["a", "changed_cv"] is True or bool(out.loc["a", "changed_cv"])  # far apart
+    assert not bool(out.loc["b", "changed_cv"])  # interval covers zero: not changed by training
+    assert pd.isna(out.loc["c", "changed_cv"])  # unknown interval: undecided
+    assert out.loc["a", "control_cv"] == 0.05 and out.loc["a", "delta_cv"] == pytest.approx(0.15)
