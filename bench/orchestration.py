@@ -3,7 +3,7 @@
     python bench/orchestration.py [--cells 8] [--seconds 5] [--repeats 1]
 
 Cells: the pipeline's own cells (laplace data, MLP encoder, InfoNCE; one grid seed per cell)
-with ``train.epochs`` calibrated so that one cell takes about ``--seconds`` on one thread.
+with ``train.epochs`` calibrated so that one cell takes about ``--seconds`` of CPU on one thread.
 (a) bare loop: ``torch.set_num_threads(1)`` and ``pipeline.runtime.cells.run_cell`` for each cell
     in turn, in this process (training, held-out embeddings, Parquet and safetensors files).
 (b) pipeline: ``stages.train.main()`` itself, run in a throw-away project folder: one Ray task per
@@ -64,6 +64,8 @@ from pipeline.runtime.executor import init_ray  # noqa: E402
 from pipeline.runtime.tracking import Tracker  # noqa: E402
 from stages import train as train_stage  # noqa: E402
 
+BASE: dict = {}  # params.yaml, read once (the file may change while the benchmark runs)
+
 
 def bench_params(cells: int, epochs: int, experiment: str = "bench") -> Params:
     grid = {"objective": ["contrastive"], "loss": ["infonce"], "k": [16], "tau": [0.5],
@@ -72,7 +74,9 @@ def bench_params(cells: int, epochs: int, experiment: str = "bench") -> Params:
     over = {"grid": grid, "train": {"epochs": epochs, "threads": 1},
             "compute": {"ray_address": None, "num_cpus": 1, "num_gpus": 0},
             "tracking": {"uri": "sqlite:///mlruns.db", "experiment": experiment}}
-    return from_mapping(merge(read_yaml(ROOT / "params.yaml"), over))
+    if not BASE:
+        BASE.update(read_yaml(ROOT / "params.yaml"))
+    return from_mapping(merge(BASE, over))
 
 
 @dataclass
@@ -87,10 +91,14 @@ class Run:
 CPU_FILE = "bench_cpu.txt"  # written next to cell.json by the wrapped Ray task
 
 
-def _task_with_cpu(cell, dataset, root, meta, threads, snapshot_epochs):
-    """executor._task, also writing the task's CPU seconds (the worker process) to the cell folder."""
+_TASK = executor._task  # what run_cells submits, whatever its arguments
+
+
+def _task_with_cpu(cell, dataset, root, *args, **kwargs):
+    """executor._task, also writing the task's CPU seconds (the worker process, and the calling
+    thread) next to the cell's cell.json."""
     cpu, thread = time.process_time(), time.thread_time()
-    out = run_cell(cell, dataset, root, meta, threads, snapshot_epochs)
+    out = _TASK(cell, dataset, root, *args, **kwargs)
     (storage.cell_dir(root, cell.cell_id) / CPU_FILE).write_text(
         f"{time.process_time() - cpu} {time.thread_time() - thread}")
     return out
@@ -144,15 +152,20 @@ def pipeline(params: Params) -> Run:
 
 
 def calibrate(params_at, dataset, root: Path, meta: dict[str, str], seconds: float) -> int:
-    """Epochs for a ~``seconds`` cell, from a line through cells of 1 and 4 epochs."""
+    """Epochs for a cell of ~``seconds`` CPU seconds on its thread (robust to other load), from
+    a line through cells of 1 and 4 epochs."""
     t = {}
     for e in (1, 4):
         cell = expand(params_at(e))[0]
-        t[e] = min(run_cell(cell, dataset, root / f"cal{e}-{r}", meta, 1, params_at(e).stats.epochs)
-                   .wall_seconds for r in range(2))
+        runs = []
+        for r in range(2):
+            thread = time.thread_time()
+            run_cell(cell, dataset, root / f"cal{e}-{r}", meta, 1, params_at(e).stats.epochs)
+            runs.append(time.thread_time() - thread)
+        t[e] = min(runs)
     per_epoch = max((t[4] - t[1]) / 3, 1e-3)
     fixed = max(t[1] - per_epoch, 0.0)
-    print(f"calibration: {per_epoch:.3f} s/epoch + {fixed:.3f} s fixed per cell")
+    print(f"calibration: {per_epoch:.3f} s/epoch + {fixed:.3f} s fixed per cell (CPU, one thread)")
     return max(1, round((seconds - fixed) / per_epoch))
 
 

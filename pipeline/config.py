@@ -23,6 +23,7 @@ from pipeline.datasets.registry import DATASETS, resolve_augment_options, resolv
 from pipeline.encoders.registry import ENCODERS, resolve_encoder_options
 from pipeline.losses.registry import LOSSES, resolve_options
 from pipeline.losses.schedules import SCHEDULES, resolve_schedule_options
+from pipeline.plugins import load_plugins
 
 OBJECTIVES = ("contrastive", "supervised")
 # The grid's τ is the schedule's target: this option of each schedule is set to it.
@@ -122,6 +123,7 @@ class TrackingConfig(_Section):
 
 
 class Params(_Section):
+    plugins: list[str]  # modules or .py files that register extra losses (pipeline/plugins.py)
     data: DataConfig
     grid: GridConfig
     loss_options: dict[str, dict[str, Any]]
@@ -334,6 +336,10 @@ def from_mapping(raw: Mapping[str, Any]) -> Params:
         params = Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(_format_validation(err, raw)) from None
+    try:
+        load_plugins(params.plugins)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     _check_names(params)
     _check_values(params)
     return _resolve_options(params)

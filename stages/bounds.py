@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     ok = set(read_grid().query("status == 'ok'").cell_id)
     cells = [c for c in expand(params) if c.cell_id in ok]
-    table = compute_bounds(cells, dataset_path(params.data.name), CELLS, params.bounds,
+    table = compute_bounds(cells, dataset_path(params.data.name).resolve(), CELLS.resolve(), params.bounds,
                            params.compute, params.stats.n_workers)
     storage.write_frame(table, BOUNDS)
     print(f"bounds: {len(table)} cells -> {BOUNDS}")

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     ok = set(read_grid().query("status == 'ok'").cell_id)
     cells = [c for c in expand(params) if c.cell_id in ok]
-    rows, sweep = compute_search(cells, dataset_path(params.data.name), CELLS, params.search,
+    rows, sweep = compute_search(cells, dataset_path(params.data.name).resolve(), CELLS.resolve(), params.search,
                                  params.compute, params.stats.n_workers)
     storage.write_frame(rows, SEARCH)
     storage.write_frame(sweep, FINITE_K)

@@ -18,10 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     grid = read_grid()
     ok = grid[grid.status == "ok"]
     final = params.train.epochs
-    paths = {(c, final): storage.cell_dir(CELLS, c) / "embeddings.parquet" for c in ok.cell_id}
+    paths = {(c, final): storage.cell_dir(CELLS.resolve(), c) / "embeddings.parquet" for c in ok.cell_id}
     for epoch in params.stats.epochs:  # snapshots: 0 is the untrained control
         if epoch != final:
-            paths.update({(c, epoch): storage.cell_dir(CELLS, c) / storage.snapshot_name(epoch)
+            paths.update({(c, epoch): storage.cell_dir(CELLS.resolve(), c) / storage.snapshot_name(epoch)
                           for c in ok.cell_id})
     summary, detail = compute_stats(paths, params.stats, params.compute)
     table = grid.drop(columns=["status", "reason"]).merge(summary, on="cell_id", how="inner")

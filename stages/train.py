@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ntrain: cell {outcome.cell_id} failed: {outcome.reason.splitlines()[0]}",
                   file=sys.stderr)
 
-    outcomes = run_cells(todo, dataset, CELLS, meta, params.compute, params.train.threads, snaps,
-                         on_done)
+    # absolute: workers on other nodes (or with another cwd) write to the same shared folder
+    outcomes = run_cells(todo, dataset, CELLS.resolve(), meta, params.compute,
+                         params.train.threads, snaps, on_done, params.plugins)
     failed = {o.cell_id: o.reason for o in outcomes if o.status != "ok"}
     storage.atomic_write_json(GRID, {"cells": [
         {"cell_id": c.cell_id, "status": "failed" if c.cell_id in failed else "ok",

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from pipeline.config import Cell, ComputeConfig
 from pipeline.datasets import Dataset
+from pipeline.plugins import load_plugins
 from pipeline.runtime.cells import CellOutcome, run_cell
 
 LOOPBACK = "127.0.0.1"
@@ -45,13 +46,15 @@ def init_ray(compute: ComputeConfig) -> None:
 
 
 def _task(cell: Cell, dataset: Dataset, root: str, meta: dict[str, str], threads: int,
-          snapshot_epochs: Sequence[int]) -> CellOutcome:
+          snapshot_epochs: Sequence[int], plugins: Sequence[str]) -> CellOutcome:
+    load_plugins(plugins)  # a worker process registers the user's losses before training
     return run_cell(cell, dataset, root, meta, threads, snapshot_epochs)
 
 
 def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: dict[str, str],
               compute: ComputeConfig, threads: int, snapshot_epochs: Sequence[int],
-              on_done: Callable[[CellOutcome], None]) -> list[CellOutcome]:
+              on_done: Callable[[CellOutcome], None],
+              plugins: Sequence[str] = ()) -> list[CellOutcome]:
     """Run every cell as a Ray task; ``on_done`` is called in the driver as each one finishes."""
     if not cells:
         return []
@@ -59,7 +62,8 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: d
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
-    by_ref = {remote.remote(c, data_ref, str(root), meta, threads, list(snapshot_epochs)): c
+    by_ref = {remote.remote(c, data_ref, str(root), meta, threads, list(snapshot_epochs),
+                            [str(Path(p).resolve()) if p.endswith(".py") else p for p in plugins]): c
               for c in cells}
     pending = list(by_ref)
     outcomes = []

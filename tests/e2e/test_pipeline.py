@@ -21,13 +21,19 @@ def _finished_runs_per_cell(path) -> pd.Series:
 def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     first = project.repro()
     assert "2 to train" in first.stdout
-    board = pd.read_csv(project.path / "reports" / "leaderboard.csv")
+    leaderboard = pd.read_csv(project.path / "reports" / "leaderboard.csv")
+    assert len(leaderboard) == 2  # one seed: one row per cell
+    assert {"recall_at_1_mean", "cv_mean", "control_cv_mean", "cell_ids"} <= set(leaderboard.columns)
+    for ext in ("md", "tex", "html"):
+        assert (project.path / "reports" / f"leaderboard.{ext}").stat().st_size > 0
+    board = pd.read_csv(project.path / "reports" / "cells.csv")
     assert len(board) == 2 and set(board.status) == {"ok"}
-    assert {"cv", "ad_mean", "dp_pass_frac", "recall_at_1", "risk_k"} <= set(board.columns)
+    assert {"cv", "ad_mean", "dp_pass_frac", "recall_at_1", "risk_k", "control_cv",
+            "delta_cv_lo", "changed_cv"} <= set(board.columns)
     assert board.recall_at_1.between(0, 1).all()
     metrics = json.loads((project.path / "reports" / "metrics.json").read_text())
     assert metrics["cells"] == 2 and metrics["failed"] == 0
-    assert (project.path / "reports" / "plots" / "risk_vs_k.png").stat().st_size > 0
+    assert (project.path / "reports" / "plots" / "recall_vs_k.png").stat().st_size > 0
     stats = pd.read_parquet(project.path / "data" / "stats.parquet")
     # 2 cells x (trained, untrained control) x (raw, normalized, projected), in one stage
     assert set(stats.representation) == {"raw", "normalized", "projected"}
@@ -45,7 +51,7 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     project.write_params(tiny_params)
     third = project.repro()
     assert "2 already done (skipped), 2 to train" in third.stdout
-    board = pd.read_csv(project.path / "reports" / "leaderboard.csv")
+    board = pd.read_csv(project.path / "reports" / "cells.csv")
     assert len(board) == 4
     runs = _finished_runs_per_cell(project.path)
     assert len(runs) == 4 and (runs == 1).all()
