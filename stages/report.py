@@ -65,9 +65,9 @@ def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, cfg:
     plots_dir = REPORTS / "plots"
     for axis in ("n", "embed_dim", "k"):
         if board[axis].nunique() > 1:
-            figures.cv_vs(board, plots_dir / f"cv_vs_{axis}", axis=axis)
+            figures.metric_vs(board, plots_dir / f"cv_vs_{axis}", axis=axis)
     if board.k.nunique() > 1 and "recall_at_1" in board:
-        figures.cv_vs(board, plots_dir / "recall_vs_k", axis="k", metric="recall_at_1",
+        figures.metric_vs(board, plots_dir / "recall_vs_k", axis="k", metric="recall_at_1",
                       hue=("loss", "arch", "tau"))
     if stats.epoch.nunique() > 1:
         raw = stats[stats.representation == "raw"].merge(board[["cell_id", "loss"]], on="cell_id")

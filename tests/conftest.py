@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -28,6 +29,13 @@ TINY: dict[str, Any] = {
     "search": {"k_eval": 16, "anchors": 50, "positives": 4, "k_sweep": [2, 4, 8]},
     "bounds": {"tuples": 200},
 }
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fixed generator for tests that draw random data (pyproject puts the root on sys.path,
+    so ``tests.oracles`` imports everywhere)."""
+    return np.random.default_rng(20260607)
 
 
 @pytest.fixture

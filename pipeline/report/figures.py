@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 from pipeline.report.render import group_columns  # noqa: E402
 from pipeline.report.tables import GRID_AXES, check_columns, ok_cells, t_interval  # noqa: E402
 
-CV_AXES = ("n", "embed_dim", "batch_size")
+CV_AXES = ("n", "embed_dim", "batch_size", "k")  # numeric grid axes to put on a log x axis
 _AXIS_LABELS = {"n": "training size n", "embed_dim": "embedding dimension d",
                 "batch_size": "batch size", "k": "negatives k", "epoch": "epoch"}
 
@@ -57,8 +57,8 @@ def _lines(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, hue: Sequence[str], l
                     label=_label(key, hue) + suffix, linestyle=linestyle)
 
 
-def cv_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str = "cv",
-          hue: Sequence[str] = ("loss",), level: float = 0.95) -> list[Path]:
+def metric_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str = "cv",
+              hue: Sequence[str] = ("loss",), level: float = 0.95) -> list[Path]:
     """Thin-shell CV (or ``metric``) against ``axis`` ∈ ``CV_AXES``, one line per ``hue`` value,
     averaged over the other axes; log x axis."""
     allowed = [a for a in CV_AXES if a in board]

@@ -25,14 +25,14 @@ def grid_board(board) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("axis", ["n", "embed_dim"])
-def test_cv_vs(grid_board, tmp_path, axis):
+def test_metric_vs(grid_board, tmp_path, axis):
     stem = tmp_path / f"cv_vs_{axis}"
-    _check(figures.cv_vs(grid_board, stem, axis=axis), stem)
+    _check(figures.metric_vs(grid_board, stem, axis=axis), stem)
 
 
-def test_cv_vs_unknown_axis(grid_board, tmp_path):
+def test_metric_vs_unknown_axis(grid_board, tmp_path):
     with pytest.raises(ValueError, match="axis = 'batch_size': allowed: n, embed_dim"):
-        figures.cv_vs(grid_board, tmp_path / "x", axis="batch_size")
+        figures.metric_vs(grid_board, tmp_path / "x", axis="batch_size")
 
 
 def test_pass_rate_vs_epoch(tmp_path):

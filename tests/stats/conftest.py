@@ -1,14 +1,7 @@
-"""Make `tests.oracles` importable (the repo root is not on sys.path under plain `pytest`)."""
-
-import sys
-from pathlib import Path
+"""Test data of named distributions for the statistics tests."""
 
 import numpy as np
 import pytest
-
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
 
 
 def _draw(dist: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -22,11 +15,6 @@ def _draw(dist: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.nda
     if dist == "ties":
         return np.round(rng.normal(size=shape), 1)
     raise ValueError(f"dist = {dist!r}: unknown")
-
-
-@pytest.fixture
-def rng() -> np.random.Generator:
-    return np.random.default_rng(20260214)
 
 
 @pytest.fixture
