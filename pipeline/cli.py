@@ -7,7 +7,7 @@ import importlib
 import sys
 from pathlib import Path
 
-STAGES = ("resolve", "prepare", "train", "stats", "search", "bounds", "report")
+STAGES = ("resolve", "prepare", "train", "stats", "search", "bounds", "geometry", "report")
 
 
 def _leaderboard(args: argparse.Namespace) -> int:

@@ -86,6 +86,7 @@ class StatsConfig(_Section):
     projections: int = Field(ge=0)  # random orthonormal directions tested besides the coordinates
     bootstrap: int = Field(ge=0)  # row resamples for the CV interval; 0 = no intervals at all
     epochs: list[int]  # epochs whose embeddings are kept and analysed too (0: untrained control)
+    null_draws: int = Field(ge=0)  # Gaussian samples shaped like each cell's embeddings (0: off)
 
 
 class SearchConfig(_Section):
@@ -100,6 +101,18 @@ class SearchConfig(_Section):
 class BoundsConfig(_Section):
     delta: float = Field(gt=0.0, lt=1.0)  # Theorem 1 holds with probability >= 1 - delta
     tuples: int = Field(ge=2)  # tuples for the training risk R̂_n and the fresh-tuple risk R
+
+
+class GeometryConfig(_Section):
+    """Free-embedding optimisation of the SupCon family (Vock et al. 2026): the simplex check."""
+
+    losses: list[Literal["supcon", "soft_supcon"]]
+    class_counts: list[list[int]]  # samples per class, one run per entry (C = its length)
+    d: int = Field(ge=2)
+    tau: float = Field(gt=0.0)
+    steps: int = Field(ge=1)
+    seed: int
+    tolerance: float = Field(gt=0.0)  # largest |cosine + 1/(C−1)| that still counts as a simplex
 
 
 class ReportConfig(_Section):
@@ -134,6 +147,7 @@ class Params(_Section):
     search: SearchConfig
     bounds: BoundsConfig
     report: ReportConfig
+    geometry: GeometryConfig
     compute: ComputeConfig
     tracking: TrackingConfig
 

@@ -182,7 +182,8 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
         order = torch.randperm(x.shape[0], generator=gen)
         for first in range(0, per_epoch * bs, bs):  # drop the last partial batch
             idx = order[first:first + bs]
-            tau = _tau(cell, state, step, cell.train.epochs * per_epoch)
+            tau = (_tau(cell, state, step, cell.train.epochs * per_epoch)
+                   if cell.objective == "contrastive" else 0.0)
             with autocast_context(device, cell.train.bf16):
                 if cell.objective == "supervised":
                     assert y is not None

@@ -25,7 +25,8 @@ TINY: dict[str, Any] = {
              "tau_schedule": ["constant"], "n": [256], "arch": ["linear"], "embed_dim": [8],
              "seed": [0]},
     "train": {"epochs": 2, "batch_size": 64},
-    "stats": {"block_cols": 4, "n_workers": 1, "projections": 4, "bootstrap": 10, "epochs": [0]},
+    "stats": {"block_cols": 4, "n_workers": 1, "projections": 4, "bootstrap": 10, "epochs": [0],
+              "null_draws": 1},
     "search": {"k_eval": 16, "anchors": 50, "positives": 4, "k_sweep": [2, 4, 8]},
     "bounds": {"tuples": 200},
 }

@@ -83,3 +83,32 @@ def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):
     outcome = run_cell(cell, type(dataset)("laplace", bad, dataset.x_heldout), tmp_path, {})
     assert outcome.status == "failed" and "diverged" in outcome.reason
     assert storage.cell_status(tmp_path, cell.cell_id) == "failed"
+
+
+def test_supervised_objective_trains_the_same_encoder(tiny_params):
+    tiny_params["data"]["name"] = "gaussian_mixture"
+    tiny_params["data"]["augment"] = {}
+    tiny_params["grid"]["objective"] = ["supervised"]
+    (cell,) = expand(from_mapping(tiny_params))
+    ds = load_dataset("gaussian_mixture", 600, 200, 0, {"input_dim": 16})
+    result = train_cell(cell, ds, [0])
+    losses = [h.loss for h in result.history]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert set(result.snapshots) == {0}
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine", "log_anneal", "learnable"])
+def test_temperature_schedules_train(tiny_params, dataset, schedule):
+    tiny_params["grid"]["tau_schedule"] = [schedule]
+    (cell, _) = expand(from_mapping(tiny_params))
+    result = train_cell(cell, dataset)
+    assert np.isfinite([h.loss for h in result.history]).all()
+    assert all(h.tau_mean > 0 for h in result.history)
+
+
+def test_synco_with_a_moco_queue_trains(tiny_params, dataset):
+    tiny_params["grid"]["loss"] = ["synco"]
+    tiny_params["loss_options"] = {"synco": {"queue_size": 256, "hardest": 64, "momentum": 0.99}}
+    (cell, _) = expand(from_mapping(tiny_params))
+    result = train_cell(cell, dataset)
+    assert np.isfinite([h.loss for h in result.history]).all()

@@ -14,6 +14,7 @@ GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "e
 STAT_COLUMNS = ["cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "align", "uniform",
                 "eff_rank"]
 INTERVAL_COLUMNS = [f"{c}_{end}" for c in STAT_COLUMNS[:5] for end in ("lo", "hi")]
+NULL_COLUMNS = [f"null_{c}" for c in STAT_COLUMNS[:5]]  # the same diagnostics for Gaussian data
 REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
 SEARCH_COLUMNS = ["risk_k", "risk_k_se", "risk_keval", "recall_at_1", "recall_at_5", "recall_at_10"]
 # Theorem 1 (data/bounds.parquet) under the leaderboard's names
@@ -47,7 +48,7 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
         part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
         if rep != "raw" and part.empty:
             continue
-        cols = [c for c in STAT_COLUMNS + INTERVAL_COLUMNS if c in part.columns]
+        cols = [c for c in STAT_COLUMNS + INTERVAL_COLUMNS + NULL_COLUMNS if c in part.columns]
         part = part[["cell_id", *cols, "status", "reason"]].rename(
             columns={c: prefix + c for c in cols} | {"status": f"{prefix or 'raw_'}stats_status",
                                                       "reason": f"{prefix or 'raw_'}stats_reason"})

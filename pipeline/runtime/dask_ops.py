@@ -32,6 +32,7 @@ from pipeline.stats import (
     summarize,
 )
 from pipeline.stats.intervals import summary_intervals
+from pipeline.stats.null import gaussian_null
 
 REPRESENTATIONS = ("raw", "normalized")  # plus "projected" when stats.projections > 0
 
@@ -95,6 +96,14 @@ def _intervals(z: np.ndarray | str, parts: Sequence[ColumnTests | None], n_boot:
             for k, ci in cis.items() for end in ("lo", "hi")}
 
 
+def _null(z: np.ndarray | str, cell_id: str, draws: int) -> dict[str, float]:
+    """``null_<stat>``: the diagnostics of Gaussian data with z's shape, mean and covariance."""
+    if isinstance(z, str) or not np.isfinite(z).all() or z.shape[0] < 8:
+        return {}
+    ref = gaussian_null(z, numpy_generator(cell_id, "null"), draws)
+    return {f"null_{k}": v for k, v in asdict(ref).items() if k != "draws"}
+
+
 def _block_tests(z: np.ndarray | str, start: int, stop: int) -> ColumnTests | None:
     if isinstance(z, str):
         return None
@@ -144,7 +153,9 @@ def stats_graph(paths: dict[tuple[str, int], Path], cfg: StatsConfig) -> dict[tu
             bounds = (delayed(_intervals)(zr, parts, cfg.bootstrap, cell_id, rep,
                                           dask_key_name=f"intervals-{key}-{rep}")
                       if cfg.bootstrap else {})
-            out[(cell_id, epoch, rep)] = (summary, parts, bounds)
+            null = (delayed(_null)(z, cell_id, cfg.null_draws, dask_key_name=f"null-{key}")
+                    if rep == "raw" and cfg.null_draws else {})
+            out[(cell_id, epoch, rep)] = (summary, parts, bounds, null)
     return out
 
 
@@ -164,10 +175,11 @@ def compute_stats(paths: dict[tuple[str, int], Path], cfg: StatsConfig,
     with scheduler(compute_cfg, cfg.n_workers) as kwargs:
         (results,) = compute(graph, **kwargs)
     rows, detail = [], []
-    for (cell_id, epoch, rep), (summary, parts, bounds) in results.items():
+    for (cell_id, epoch, rep), (summary, parts, bounds, null) in results.items():
         row = asdict(summary)
         row["n_samples"] = row.pop("n")  # held-out rows; `n` is the grid's training size
-        rows.append({"cell_id": cell_id, "epoch": epoch, "representation": rep, **row, **bounds})
+        rows.append({"cell_id": cell_id, "epoch": epoch, "representation": rep, **row, **bounds,
+                     **null})
         if any(p is None for p in parts):
             continue
         tests = concat_column_tests(parts)

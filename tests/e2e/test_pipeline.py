@@ -29,7 +29,7 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     board = pd.read_csv(project.path / "reports" / "cells.csv")
     assert len(board) == 2 and set(board.status) == {"ok"}
     assert {"cv", "ad_mean", "dp_pass_frac", "recall_at_1", "risk_k", "control_cv",
-            "delta_cv_lo", "changed_cv"} <= set(board.columns)
+            "delta_cv_lo", "changed_cv", "null_cv", "null_ad_mean"} <= set(board.columns)
     assert board.recall_at_1.between(0, 1).all()
     metrics = json.loads((project.path / "reports" / "metrics.json").read_text())
     assert metrics["cells"] == 2 and metrics["failed"] == 0
