@@ -48,5 +48,5 @@ def gaussian_null(z: np.ndarray, rng: np.random.Generator, draws: int = 4) -> Nu
         values.append((thin_shell_cv(sample), float(np.mean(tests.ad)),
                        float(np.mean(tests.ad_pass)), float(np.mean(tests.dp_p)),
                        float(np.mean(tests.dp_pass))))
-    m = np.mean(values, axis=0)
-    return NullReference(*(float(v) for v in m), draws=draws)
+    cv, ad, ad_pass, dp_p, dp_pass = (float(v) for v in np.mean(values, axis=0))
+    return NullReference(cv, ad, ad_pass, dp_p, dp_pass, draws)
