@@ -10,6 +10,7 @@ import pandas as pd
 from pipeline.config import ReportConfig
 from pipeline.report import figures, leaderboard, one_over_k
 from pipeline.report.compare import compare_to_baseline, mark_significant
+from pipeline.report.controls import control_summary
 from pipeline.report.publish import write_tables
 from pipeline.report.render import failure_notes, notes_for
 from pipeline.report.tables import aggregate
@@ -47,13 +48,16 @@ def _log_to_mlflow(board: pd.DataFrame, stats: pd.DataFrame, tracker: Tracker) -
     tracker.client.log_artifacts(parent, str(REPORTS), artifact_path="reports")
 
 
-def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, cfg: ReportConfig,
-            final_epoch: int) -> None:
+def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame,
+            cfg: ReportConfig) -> None:
     """The publishable leaderboard (md, tex, csv, html: mean ± CI over seeds, ranks, provenance,
     paired comparisons against the baseline) and the figures."""
     metrics = [m for m in cfg.metrics if m in board.columns]
     table = aggregate(board, cfg.group_by, metrics, cfg.level)
     notes = notes_for(table, cfg.baseline) + failure_notes(board)
+    if "changed_cv" in board:
+        notes.append("Trained vs untrained (control_*: the same encoder at epoch 0, same seed and "
+                     "data). " + " ".join(control_summary(board)))
     comparison = pd.DataFrame()
     if cfg.baseline in set(board.loss):
         comparison = compare_to_baseline(board, cfg.baseline, "loss", metrics=metrics,
@@ -109,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "cells.md").write_text(leaderboard.to_markdown(board))
     board.to_csv(REPORTS / "cells.csv", index=False)
-    publish(board, stats, bounds, params.report, params.train.epochs)
+    publish(board, stats, bounds, params.report)
     metrics = leaderboard.summary_metrics(board)
+    metrics["controls"] = control_summary(board)
     if len(finite_k):
         metrics["one_over_k"] = one_over_k.write(finite_k, grid, REPORTS)
     else:  # a grid without contrastive cells: an empty table keeps the DVC outputs complete

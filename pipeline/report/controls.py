@@ -56,3 +56,18 @@ def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float =
         out[f"changed_{s}"] = pd.array(np.where(known, changed, False), dtype="boolean")
         out.loc[~known, f"changed_{s}"] = pd.NA
     return out
+
+
+def control_summary(board: pd.DataFrame) -> list[str]:
+    """Sentences for the report: per diagnostic, in how many cells training changed it."""
+    lines = []
+    for s in CONTROL_STATS:
+        col = f"changed_{s}"
+        if col not in board:
+            continue
+        known = board[col].dropna()
+        if len(known):
+            lines.append(f"{s}: changed by training in {int(known.astype(bool).sum())} of "
+                         f"{len(known)} cells (95% interval of trained − untrained excludes 0); "
+                         f"not changed in {int((~known.astype(bool)).sum())}.")
+    return lines

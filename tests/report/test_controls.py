@@ -32,3 +32,12 @@ def test_changed_is_decided_by_the_interval():
     assert not bool(out.loc["b", "changed_cv"])  # interval covers zero: not changed by training
     assert pd.isna(out.loc["c", "changed_cv"])  # unknown interval: undecided
     assert out.loc["a", "control_cv"] == 0.05 and out.loc["a", "delta_cv"] == pytest.approx(0.15)
+
+
+def test_control_summary_counts_cells():
+    from pipeline.report.controls import control_summary
+
+    board = pd.DataFrame({"changed_cv": pd.array([True, False, pd.NA], dtype="boolean")})
+    (line,) = control_summary(board)
+    assert line.startswith("cv: changed by training in 1 of 2 cells")
+    assert line.endswith("not changed in 1.")
