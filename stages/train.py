@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"train: trained {len(outcomes) - len(failed)}, failed {len(failed)}, "
           f"skipped {len(done)}; cells in {CELLS}/")
     if failed:  # the grid goes on; the report lists them and its exit status says how many
-        print(f"train: {len(failed)} cell(s) failed; `dvc repro -f train` retries them",
-              file=sys.stderr)
+        print(f"train: {len(failed)} cell(s) failed; the next run retries them", file=sys.stderr)
     return 0
 
 

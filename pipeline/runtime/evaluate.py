@@ -140,7 +140,7 @@ def _tuple_risk(model: nn.Module, tuples: tuple[torch.Tensor, ...], tau: float) 
 
 
 def _lipschitz(cell: Cell, model: nn.Module, x: np.ndarray) -> float:
-    """Data-restricted C_Φ for the linear and MLP encoders (SPEC §4 caveats); inf otherwise."""
+    """Data-restricted C_Φ for the linear and MLP encoders (SPEC §4 caveats)."""
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     flat = x.reshape(x.shape[0], -1)
     if cell.arch == "linear" and len(linears) == 1:
@@ -150,13 +150,16 @@ def _lipschitz(cell: Cell, model: nn.Module, x: np.ndarray) -> float:
         biases = [m.bias.detach().double().numpy() if m.bias is not None else np.zeros(m.out_features)
                   for m in linears]
         return lipschitz_mlp(weights, flat, biases)
-    return math.inf  # no data-restricted constant for this architecture: the bound is infinite
+    raise ValueError(f"arch = {cell.arch!r}: no data-restricted C_Φ (linear and mlp only)")
 
 
 def bounds_cell(cell: Cell, dataset: Dataset, folder: Path, cfg: BoundsConfig) -> dict[str, Any]:
     """Theorem 1's terms for the trained encoder, next to the measured generalisation gap."""
     if cell.objective != "contrastive":
         return {"cell_id": cell.cell_id, "bound_status": "skipped: supervised cell"}
+    if cell.arch not in ("linear", "mlp"):  # C_Φ unknown: the bound would be +inf
+        return {"cell_id": cell.cell_id,
+                "bound_status": f"skipped: no data-restricted C_Φ for {cell.arch}"}
     models = load_encoders(cell, dataset, folder)
     rows = dataset.x_train[subsample(cell, dataset.x_train.shape[0])]
     train = _training_tuples(cell, dataset, cfg.tuples, "bounds-train", rows)

@@ -44,8 +44,10 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     runs = _finished_runs_per_cell(project.path)
     assert sorted(runs.index) == sorted(board.cell_id) and (runs == 1).all()
 
-    second = project.repro()  # nothing changed: no stage runs
-    assert "Running stage 'train'" not in second.stdout
+    second = project.repro()  # nothing changed: nothing is trained, no later stage runs
+    assert "2 already done (skipped), 0 to train" in second.stdout
+    for stage in ("stats", "search", "bounds", "report"):
+        assert f"Running stage '{stage}'" not in second.stdout
 
     tiny_params["grid"]["tau"] = [0.5, 0.2]
     project.write_params(tiny_params)
