@@ -139,6 +139,9 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
         killer.join(timeout=60)
         assert not errors, errors
         assert removed_after and removed_after[0] < 6, "the node must go mid-grid"
+        deadline = time.monotonic() + 60  # the GCS marks a killed node dead after its health checks
+        while sum(n["Alive"] for n in ray.nodes()) != 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert sum(n["Alive"] for n in ray.nodes()) == 2  # the head and one worker are left
     finally:
         ray.shutdown()
