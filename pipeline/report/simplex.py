@@ -26,7 +26,8 @@ def deviation_row(loss: str, counts: Sequence[int], cosines: np.ndarray, tol: fl
 
 def plot(results: Sequence[tuple[str, Sequence[int], np.ndarray]], path_stem: Path) -> list[Path]:
     """One heatmap of class-mean cosines per (loss, class counts)."""
-    fig, axes = plt.subplots(1, len(results), figsize=(3.2 * len(results), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(3.4 * len(results) + 0.8, 3.9),
+                             squeeze=False)
     for ax, (loss, counts, cos) in zip(axes[0], results, strict=True):
         im = ax.imshow(cos, vmin=-1, vmax=1, cmap="coolwarm")
         for (i, j), v in np.ndenumerate(cos):
@@ -34,7 +35,7 @@ def plot(results: Sequence[tuple[str, Sequence[int], np.ndarray]], path_stem: Pa
         ax.set_title(f"{loss}\nclasses {'/'.join(map(str, counts))}", fontsize=9)
         ax.set_xticks(range(len(counts)))
         ax.set_yticks(range(len(counts)))
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="class-mean cosine")
+    fig.colorbar(im, ax=axes[0, -1], shrink=0.8, label="class-mean cosine")
     return save(fig, path_stem)
 
 
