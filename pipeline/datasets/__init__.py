@@ -22,7 +22,6 @@ from pipeline.datasets.synthetic import (
     channel,
     jitter,
     laplace_dataset,
-    make_dataset,
 )
 
 __all__ = [
@@ -38,7 +37,6 @@ __all__ = [
     "laplace_dataset",
     "load_dataset",
     "make_augmenter",
-    "make_dataset",
     "resolve_augment_options",
     "resolve_dataset_options",
 ]

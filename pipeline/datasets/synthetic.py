@@ -51,12 +51,6 @@ def laplace_dataset(input_dim: int, n_train: int, n_heldout: int, seed: int) -> 
     return Dataset("laplace", x_train=x[:n_train], x_heldout=x[n_train:])
 
 
-def make_dataset(name: str, input_dim: int, n_train: int, n_heldout: int, seed: int) -> Dataset:
-    if name == "laplace":
-        return laplace_dataset(input_dim, n_train, n_heldout, seed)
-    raise ValueError(f"data.name = {name!r}: unknown dataset; allowed: ['laplace']")
-
-
 def channel(x: Tensor, a: float, generator: torch.Generator) -> Tensor:
     """The Gaussian channel x' = A·x + √(1−A²)·ε. x: ``(..., D)``."""
     eps = torch.randn(x.shape, generator=generator, dtype=x.dtype)

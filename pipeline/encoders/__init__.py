@@ -6,14 +6,13 @@ weight files; a supervised classifier head; device and autocast helpers.
 
 from pipeline.encoders.device import autocast_context, pick_device
 from pipeline.encoders.registry import ENCODERS, EncoderSpec, make_encoder, resolve_encoder_options
-from pipeline.encoders.simple import build_encoder, count_parameters
+from pipeline.encoders.simple import count_parameters
 from pipeline.encoders.supervised import classifier_head, supervised_loss
 
 __all__ = [
     "ENCODERS",
     "EncoderSpec",
     "autocast_context",
-    "build_encoder",
     "classifier_head",
     "count_parameters",
     "make_encoder",

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from torch import nn
 
 
@@ -22,15 +19,6 @@ def mlp(input_dim: int, embed_dim: int, hidden: list[int], bias: bool = True) ->
         width = h
     layers.append(nn.Linear(width, embed_dim, bias=bias))
     return nn.Sequential(*layers)
-
-
-def build_encoder(arch: str, input_dim: int, embed_dim: int, options: Mapping[str, Any]) -> nn.Module:
-    """Build by name. Initialisation draws from torch's global RNG: wrap in ``seeded_init``."""
-    if arch == "linear":
-        return linear(input_dim, embed_dim, **options)
-    if arch == "mlp":
-        return mlp(input_dim, embed_dim, **options)
-    raise ValueError(f"grid.arch = {arch!r}: unknown architecture; allowed: ['linear', 'mlp']")
 
 
 def count_parameters(model: nn.Module) -> int:
