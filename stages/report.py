@@ -35,7 +35,8 @@ def _histories(cell_ids: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _log_to_mlflow(board: pd.DataFrame, stats: pd.DataFrame, tracker: Tracker) -> None:
+def _log_to_mlflow(board: pd.DataFrame, tracker: Tracker) -> None:
+    """Final statistics to each cell's run; every report file to the invocation's parent run."""
     runs = tracker.cell_runs()
     metric_cols = [c for c in board.columns if c not in leaderboard.GRID_COLUMNS
                    and pd.api.types.is_numeric_dtype(board[c]) and c != "rank"]
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     history = history.merge(grid, on="cell_id", how="left")
     history.assign(cell=history.loss + "/" + history.arch + "/k=" + history.k.astype(str) + "/tau="
                    + history.tau.astype(str)).to_csv(REPORTS / "history.csv", index=False)
-    _log_to_mlflow(board, stats, Tracker(params.tracking.uri, params.tracking.experiment))
+    _log_to_mlflow(board, Tracker(params.tracking.uri, params.tracking.experiment))
     n_failed = int((board.status != "ok").sum())
     print(f"report: leaderboard of {len(board)} cells ({n_failed} failed) -> "
           f"{(REPORTS / 'leaderboard.md').resolve()}")
