@@ -180,8 +180,8 @@ def compute_stats(paths: dict[tuple[str, int], Path], cfg: StatsConfig,
         row["n_samples"] = row.pop("n")  # held-out rows; `n` is the grid's training size
         rows.append({"cell_id": cell_id, "epoch": epoch, "representation": rep, **row, **bounds,
                      **null})
-        if any(p is None for p in parts):
-            continue
+        if summary.status != "ok" or any(p is None for p in parts):
+            continue  # no per-coordinate detail for a cell whose data failed the checks
         tests = concat_column_tests(parts)
         detail.append(pd.DataFrame({"cell_id": cell_id, "epoch": epoch, "representation": rep,
                                     "coord": np.arange(tests.ad.size), "ad": tests.ad,
