@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.config import expand
 from pipeline.runtime import storage
-from pipeline.runtime.context import BOUNDS, CELLS, dataset_path, read_grid, resolved_params
+from pipeline.runtime.context import BOUNDS, CELLS, dataset_path, resolved_params, trained_cells
 from pipeline.runtime.dask_ops import compute_bounds
 
 
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
-    ok = set(read_grid().query("status == 'ok'").cell_id)
-    cells = [c for c in expand(params) if c.cell_id in ok]
+    cells = trained_cells(params)
     table = compute_bounds(cells, dataset_path(params.data.name).resolve(), CELLS.resolve(), params.bounds,
                            params.compute, params.stats.n_workers)
     storage.write_frame(table, BOUNDS)

@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.config import expand
 from pipeline.runtime import storage
 from pipeline.runtime.context import (
     CELLS,
     FINITE_K,
     SEARCH,
     dataset_path,
-    read_grid,
     resolved_params,
+    trained_cells,
 )
 from pipeline.runtime.dask_ops import compute_search
 
 
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
-    ok = set(read_grid().query("status == 'ok'").cell_id)
-    cells = [c for c in expand(params) if c.cell_id in ok]
+    cells = trained_cells(params)
     rows, sweep = compute_search(cells, dataset_path(params.data.name).resolve(), CELLS.resolve(), params.search,
                                  params.compute, params.stats.n_workers)
     storage.write_frame(rows, SEARCH)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import ConfigError, Params, load
+from pipeline.config import Cell, ConfigError, Params, expand, load
 from pipeline.runtime.storage import read_json
 
 RESOLVED = Path("params.resolved.yaml")  # written by `stages.resolve`, read by every other stage
@@ -46,6 +46,12 @@ def read_grid() -> pd.DataFrame:
     """The current grid's cells (``data/grid.json``): grid values, status and failure reason."""
     cells = pd.DataFrame(read_json(GRID)["cells"])
     return cells.drop(columns=["embeddings_sha256"], errors="ignore")
+
+
+def trained_cells(params: Params) -> list[Cell]:
+    """The current grid's cells whose training finished (status ok in ``data/grid.json``)."""
+    ok = set(read_grid().query("status == 'ok'").cell_id)
+    return [c for c in expand(params) if c.cell_id in ok]
 
 
 def dataset_path(name: str) -> Path:

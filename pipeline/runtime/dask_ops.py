@@ -140,8 +140,9 @@ def stats_graph(paths: dict[tuple[str, int], Path], cfg: StatsConfig) -> dict[tu
         key = f"{cell_id}-e{epoch}"
         z = delayed(_read)(str(path), 0, dask_key_name=f"read-{key}-0")
         z_pos = delayed(_read)(str(path), 1, dask_key_name=f"read-{key}-1")
+        d = _embed_dim(path)  # from the Parquet schema, once per file
         for rep in reps:
-            width = cfg.projections if rep == "projected" else _embed_dim(path)
+            width = cfg.projections if rep == "projected" else d
             # the same directions for every epoch of a cell: the control is projected alike
             zr = delayed(_represent)(z, rep, cfg.projections, cell_id,
                                      dask_key_name=f"rep-{key}-{rep}")
