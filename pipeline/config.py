@@ -64,6 +64,7 @@ class GridConfig(_Section):
     n: list[int]
     arch: list[str]
     embed_dim: list[int]
+    batch_size: list[int]
     seed: list[int]
 
     _listify = field_validator("*", mode="before")(_as_list)
@@ -71,13 +72,18 @@ class GridConfig(_Section):
 
 class TrainConfig(_Section):
     epochs: int = Field(ge=0)  # 0: export the initial (or frozen pretrained) encoder only
-    batch_size: int = Field(ge=2)
     lr: float = Field(gt=0.0)
     optimizer: Literal["adam", "sgd"]
     negatives: Literal["independent", "in_batch"]
     threads: int = Field(ge=1)  # torch threads per cell; one per core beats two per job
     device: Literal["auto", "cpu", "cuda"]  # auto: CUDA when present
     bf16: bool  # bf16 autocast on CUDA (ignored on CPU)
+
+
+class CellTrain(TrainConfig):
+    """A cell's training settings: ``train:`` plus the cell's batch size (a grid axis)."""
+
+    batch_size: int = Field(ge=2)
 
 
 class StatsConfig(_Section):
@@ -173,7 +179,7 @@ class Cell:
     arch_options: Mapping[str, Any]
     embed_dim: int
     seed: int
-    train: TrainConfig
+    train: CellTrain  # train: with this cell's batch size
     data: DataConfig
 
     def config(self) -> dict[str, Any]:
@@ -188,7 +194,8 @@ class Cell:
     def grid_values(self) -> dict[str, Any]:
         return {"objective": self.objective, "loss": self.loss, "k": self.k, "tau": self.tau,
                 "tau_schedule": self.tau_schedule, "n": self.n, "arch": self.arch,
-                "embed_dim": self.embed_dim, "seed": self.seed}
+                "embed_dim": self.embed_dim, "batch_size": self.train.batch_size,
+                "seed": self.seed}
 
 
 def cell_id_of(config: Mapping[str, Any]) -> str:
@@ -255,10 +262,10 @@ def _check_values(p: Params) -> None:
     for i, tau in enumerate(g.tau):
         if not tau > 0:
             raise ConfigError(f"grid.tau[{i}] = {tau}: temperature must be > 0")
-    for axis in ("k", "n", "embed_dim"):
+    for axis, least in (("k", 1), ("n", 1), ("embed_dim", 1), ("batch_size", 2)):
         for i, v in enumerate(getattr(g, axis)):
-            if v < 1:
-                raise ConfigError(f"grid.{axis}[{i}] = {v}: must be >= 1")
+            if v < least:
+                raise ConfigError(f"grid.{axis}[{i}] = {v}: must be >= {least}")
     labels = DATASETS[p.data.name].labels
     for i, name in enumerate(g.loss):
         if LOSSES[name].needs_labels and labels == "none" and "contrastive" in g.objective:
@@ -276,8 +283,8 @@ def _check_values(p: Params) -> None:
         if n > p.data.n_train:
             raise ConfigError(f"grid.n[{i}] = {n} > data.n_train = {p.data.n_train}: "
                               "the training size cannot exceed the training set")
-        if n < t.batch_size:
-            raise ConfigError(f"grid.n[{i}] = {n} < train.batch_size = {t.batch_size}: "
+        if n < max(g.batch_size):
+            raise ConfigError(f"grid.n[{i}] = {n} < max(grid.batch_size) = {max(g.batch_size)}: "
                               "need at least one full batch")
     axes = set(GridConfig.model_fields)
     for i, axis in enumerate(p.report.group_by):
@@ -287,11 +294,12 @@ def _check_values(p: Params) -> None:
     for i, e in enumerate(p.stats.epochs):
         if not 0 <= e <= t.epochs:
             raise ConfigError(f"stats.epochs[{i}] = {e}: must be in [0, train.epochs = {t.epochs}]")
-    if t.negatives == "in_batch":
+    if t.negatives == "in_batch" and any(LOSSES[name].needs_negatives for name in g.loss):
         for i, k in enumerate(g.k):
-            if k > t.batch_size - 1:
-                raise ConfigError(f"grid.k[{i}] = {k} > train.batch_size - 1 = {t.batch_size - 1}: "
-                                  "in-batch negatives come from the other samples of the batch")
+            if k > min(g.batch_size) - 1:
+                raise ConfigError(f"grid.k[{i}] = {k} > min(grid.batch_size) - 1 = "
+                                  f"{min(g.batch_size) - 1}: in-batch negatives come from the "
+                                  "other samples of the batch")
 
 
 def _resolve_options(p: Params) -> Params:
@@ -368,7 +376,7 @@ def load(path: str | Path = "params.yaml", profile: str | Path | None = None) ->
 
 
 def _cell(params: Params, objective: str, loss: str, k: int, tau: float, schedule: str, n: int,
-          arch: str, dim: int, seed: int) -> Cell:
+          arch: str, dim: int, batch_size: int, seed: int) -> Cell:
     if objective == "supervised":
         loss, k, tau, schedule = "cross_entropy", 0, 0.0, "none"
         loss_opts: dict[str, Any] = {}
@@ -384,7 +392,8 @@ def _cell(params: Params, objective: str, loss: str, k: int, tau: float, schedul
     fields_ = dict(objective=objective, loss=loss, loss_options=loss_opts, k=k, tau=tau,
                    tau_schedule=schedule, schedule_options=sched_opts, n=n, arch=arch,
                    arch_options=params.arch_options[arch], embed_dim=dim, seed=seed,
-                   train=params.train, data=params.data)
+                   train=CellTrain(**params.train.model_dump(), batch_size=batch_size),
+                   data=params.data)
     probe = Cell(cell_id="", **fields_)  # type: ignore[arg-type]
     return Cell(cell_id=cell_id_of(probe.config()), **fields_)  # type: ignore[arg-type]
 
@@ -394,7 +403,7 @@ def expand(params: Params) -> list[Cell]:
     g = params.grid
     cells: dict[str, Cell] = {}
     for combo in itertools.product(g.objective, g.loss, g.k, g.tau, g.tau_schedule, g.n, g.arch,
-                                   g.embed_dim, g.seed):
+                                   g.embed_dim, g.batch_size, g.seed):
         cell = _cell(params, *combo)
         cells.setdefault(cell.cell_id, cell)
     return list(cells.values())

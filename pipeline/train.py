@@ -196,7 +196,8 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
             loss.backward()
             optimizer.step()
             _momentum_update(state, float(cell.loss_options.get("momentum", 0.0)))
-            total, tau_sum, step = total + loss.item(), tau_sum + float(tau), step + 1
+            tau_value = float(tau.detach()) if isinstance(tau, Tensor) else float(tau)
+            total, tau_sum, step = total + loss.item(), tau_sum + tau_value, step + 1
         history.append(EpochRecord(epoch, total / per_epoch, tau_sum / per_epoch,
                                    time.perf_counter() - start))
         if epoch in wanted:

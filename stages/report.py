@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import ReportConfig
-from pipeline.report import figures, leaderboard, one_over_k
+from pipeline.report import figures, leaderboard, one_over_k, papers
 from pipeline.report.compare import compare_to_baseline, mark_significant
 from pipeline.report.controls import control_summary
 from pipeline.report.publish import write_tables
@@ -68,9 +68,13 @@ def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame,
     write_tables(table, REPORTS / "leaderboard", "contrastive-bench leaderboard", "tab:leaderboard",
                  notes)
     plots_dir = REPORTS / "plots"
-    for axis in ("n", "embed_dim", "k"):
-        if board[axis].nunique() > 1:
-            figures.metric_vs(board, plots_dir / f"cv_vs_{axis}", axis=axis)
+    for axis in ("n", "embed_dim", "batch_size", "k"):
+        if board[axis].nunique() > 1:  # Betser's claims: CV against batch size and d, per the other
+            other = {"embed_dim": "batch_size", "batch_size": "embed_dim"}.get(axis)
+            hue = ("loss", other) if other and board[other].nunique() > 1 else ("loss",)
+            figures.metric_vs(board, plots_dir / f"cv_vs_{axis}", axis=axis, hue=hue,
+                              control="control_cv" in board,
+                              facet="tau" if board.tau.nunique() > 1 else None)
     if board.k.nunique() > 1 and "recall_at_1" in board:
         figures.metric_vs(board, plots_dir / "recall_vs_k", axis="k", metric="recall_at_1",
                       hue=("loss", "arch", "tau"))
@@ -117,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     publish(board, stats, bounds, params.report)
     metrics = leaderboard.summary_metrics(board)
     metrics["controls"] = control_summary(board)
+    section, paper_rows, metrics["paper_claims"] = papers.side_by_side(board, params.data.name,
+                                                                       params.report.level)
+    (REPORTS / "paper_tables.md").write_text(section)
+    paper_rows.to_csv(REPORTS / "paper_tables.csv", index=False)
     if len(finite_k):
         metrics["one_over_k"] = one_over_k.write(finite_k, grid, REPORTS)
     else:  # a grid without contrastive cells: an empty table keeps the DVC outputs complete

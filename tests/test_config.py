@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from pipeline.config import ConfigError, cell_id_of, expand, from_mapping, load, merge
+from tests.conftest import ROOT
 
 
 def _error(raw) -> str:
@@ -48,7 +49,7 @@ def test_zero_temperature(tiny_params):
 def test_in_batch_k_larger_than_batch(tiny_params):
     tiny_params["train"]["negatives"] = "in_batch"
     tiny_params["grid"]["k"] = [4, 600]
-    assert _error(tiny_params).startswith("grid.k[1] = 600 > train.batch_size - 1 = 63")
+    assert _error(tiny_params).startswith("grid.k[1] = 600 > min(grid.batch_size) - 1 = 63")
 
 
 def test_independent_negatives_allow_large_k(tiny_params):
@@ -95,7 +96,7 @@ def test_profile_lays_keys_over_params(tmp_path, tiny_params):
     (tmp_path / "p.yaml").write_text(yaml.safe_dump({"grid": {"tau": [0.1]}, "train": {"epochs": 9}}))
     params = load(tmp_path / "params.yaml", tmp_path / "p.yaml")
     assert params.grid.tau == [0.1] and params.train.epochs == 9
-    assert params.grid.k == [4, 8] and params.train.batch_size == 64  # untouched keys kept
+    assert params.grid.k == [4, 8] and params.grid.batch_size == [64]  # untouched keys kept
 
 
 def test_merge_is_recursive_and_replaces_lists():
@@ -158,3 +159,24 @@ def test_profile_replaces_dataset_options_whole():
     over = {"data": {"name": "gaussian_channel", "augment": {"a": 0.5}}}
     assert merge(base, over) == {"data": {"name": "gaussian_channel", "augment": {"a": 0.5},
                                           "seed": 0}}
+
+
+@pytest.mark.parametrize("profile", sorted(p.name for p in (ROOT / "profiles").glob("*.yaml")))
+def test_every_profile_validates(profile):
+    cells = expand(load(ROOT / "params.yaml", ROOT / "profiles" / profile))
+    assert cells and len({c.cell_id for c in cells}) == len(cells)
+
+
+def test_betser_profile_is_the_papers_grid():
+    params = load(ROOT / "params.yaml", ROOT / "profiles" / "betser-synthetic.yaml")
+    g = params.grid
+    assert params.data.name == "laplace" and params.data.options["input_dim"] == 1024
+    assert g.embed_dim == [32, 64, 128, 256] and g.tau == [0.1, 0.2] and len(g.batch_size) >= 3
+    assert {c.train.batch_size for c in expand(params)} == set(g.batch_size)
+
+
+def test_batch_size_axis_checks(tiny_params):
+    tiny_params["grid"]["batch_size"] = [64, 1]
+    assert _error(tiny_params) == "grid.batch_size[1] = 1: must be >= 2"
+    tiny_params["grid"]["batch_size"] = [64, 512]
+    assert _error(tiny_params).startswith("grid.n[0] = 256 < max(grid.batch_size) = 512")

@@ -32,7 +32,7 @@ def difference_interval(est_t: float, lo_t: float, hi_t: float, est_c: float, lo
 
 
 def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Per cell: ``control_<s>``, ``delta_<s>`` with ``_lo``/``_hi`` and ``changed_<s>``.
+    """Per cell: ``control_<s>`` and ``delta_<s>``, each with ``_lo``/``_hi``, and ``changed_<s>``.
 
     trained, control: stats rows (one per cell_id) of the raw representation with ``<s>``,
     ``<s>_lo``, ``<s>_hi`` columns. ``changed_<s>`` is True when the interval excludes zero,
@@ -46,6 +46,8 @@ def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float =
         out[f"control_{s}"] = merged[f"{s}_control"].to_numpy()
         if f"{s}_lo" not in merged:
             continue
+        out[f"control_{s}_lo"] = merged[f"{s}_lo_control"].to_numpy()
+        out[f"control_{s}_hi"] = merged[f"{s}_hi_control"].to_numpy()
         rows = [difference_interval(r[s], r[f"{s}_lo"], r[f"{s}_hi"], r[f"{s}_control"],
                                     r[f"{s}_lo_control"], r[f"{s}_hi_control"], level)
                 for _, r in merged.iterrows()]

@@ -47,32 +47,53 @@ def _mean_ci(df: pd.DataFrame, x: str, y: str, level: float) -> pd.DataFrame:
 
 
 def _lines(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, hue: Sequence[str], level: float,
-           suffix: str = "", linestyle: str = "-") -> None:
+           suffix: str = "", linestyle: str = "-",
+           colors: Sequence[str] | None = None) -> list[str]:
+    """One error-bar line per hue group; returns the colours used, in group order."""
     groups = df.groupby(list(hue), dropna=False) if hue else [((), df)]
-    for key, part in groups:
+    used = []
+    for i, (key, part) in enumerate(groups):
         pts = _mean_ci(part.dropna(subset=[y]), x, y, level)
         err = np.vstack([pts["mean"] - pts["lo"], pts["hi"] - pts["mean"]])
         key = key if isinstance(key, tuple) else (key,)
-        ax.errorbar(pts[x], pts["mean"], yerr=np.nan_to_num(err), marker="o", capsize=3,
-                    label=_label(key, hue) + suffix, linestyle=linestyle)
+        bars = ax.errorbar(pts[x], pts["mean"], yerr=np.nan_to_num(err), marker="o", capsize=3,
+                           label=_label(key, hue) + suffix, linestyle=linestyle,
+                           color=colors[i] if colors else None)
+        used.append(str(bars.lines[0].get_color()))
+    return used
 
 
 def metric_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str = "cv",
-              hue: Sequence[str] = ("loss",), level: float = 0.95) -> list[Path]:
+              hue: Sequence[str] = ("loss",), level: float = 0.95,
+              control: bool = False, facet: str | None = None) -> list[Path]:
     """Thin-shell CV (or ``metric``) against ``axis`` ∈ ``CV_AXES``, one line per ``hue`` value,
-    averaged over the other axes; log x axis."""
+    averaged over the other axes; log x axis. ``control``: also ``control_<metric>`` (the
+    untrained encoder) as dashed lines of the same colours. ``facet``: one panel per value of
+    that grid axis (instead of averaging over it)."""
     allowed = [a for a in CV_AXES if a in board]
     if axis not in allowed:
         raise ValueError(f"axis = {axis!r}: allowed: {', '.join(allowed) or '(none in board)'}")
     check_columns(board, [metric], "metric", numeric=True)
     check_columns(board, list(hue), "hue")
-    fig, ax = plt.subplots(figsize=(6, 4))
-    _lines(ax, ok_cells(board), axis, metric, list(hue), level)
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel=_AXIS_LABELS[axis], ylabel=f"{metric} (thin-shell CV)" if metric == "cv"
-           else metric)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if control:
+        check_columns(board, [f"control_{metric}"], "control metric", numeric=True)
+    cells = ok_cells(board)
+    panels = [(None, cells)]
+    if facet is not None:
+        check_columns(board, [facet], "facet")
+        panels = list(cells.groupby(facet))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), sharey=True,
+                             squeeze=False)
+    for ax, (value, part) in zip(axes[0], panels, strict=True):
+        colors = _lines(ax, part, axis, metric, list(hue), level)
+        if control:
+            _lines(ax, part, axis, f"control_{metric}", list(hue), level,
+                   suffix=" (untrained)", linestyle="--", colors=colors)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel=_AXIS_LABELS[axis], title=f"{facet} = {value}" if facet else None)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"{metric} (thin-shell CV)" if metric == "cv" else metric)
+    axes[0][-1].legend(fontsize=7)
     return save(fig, path_stem)
 
 

@@ -10,7 +10,8 @@ import pandas as pd
 
 from pipeline.report.controls import control_columns
 
-GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "embed_dim", "seed"]
+GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "embed_dim", "batch_size",
+                "seed"]
 STAT_COLUMNS = ["cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "align", "uniform",
                 "eff_rank"]
 INTERVAL_COLUMNS = [f"{c}_{end}" for c in STAT_COLUMNS[:5] for end in ("lo", "hi")]

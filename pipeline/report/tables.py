@@ -16,7 +16,8 @@ from scipy import stats as sps
 GRID_AXES = ("objective", "loss", "k", "tau", "tau_schedule", "n", "arch", "embed_dim",
              "batch_size", "seed")
 # Used by stages/cli only when params give no `report:` section (params.yaml is the source).
-DEFAULT_GROUP_BY = ("loss", "objective", "arch", "k", "tau", "tau_schedule", "n", "embed_dim")
+DEFAULT_GROUP_BY = ("loss", "objective", "arch", "k", "tau", "tau_schedule", "n", "embed_dim",
+                    "batch_size")
 DEFAULT_METRICS = ("recall_at_1", "risk_keval", "risk_k", "align", "uniform", "eff_rank", "cv",
                    "ad_pass_frac", "dp_pass_frac")
 DEFAULT_BASELINE = "infonce"

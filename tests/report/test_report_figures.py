@@ -30,6 +30,17 @@ def test_metric_vs(grid_board, tmp_path, axis):
     _check(figures.metric_vs(grid_board, stem, axis=axis), stem)
 
 
+def test_metric_vs_with_control_and_facets(grid_board, tmp_path):
+    stem = tmp_path / "cv_facets"
+    board = grid_board.assign(control_cv=0.9 * grid_board.cv,
+                              tau=np.where(grid_board.loss == "dcl", 0.2, 0.1))
+    _check(figures.metric_vs(board, stem, axis="embed_dim", control=True, facet="tau"), stem)
+    with pytest.raises(ValueError, match="control metric: unknown column 'control_cv'"):
+        figures.metric_vs(grid_board, stem, axis="n", control=True)
+    with pytest.raises(ValueError, match="facet: unknown column 'width'"):
+        figures.metric_vs(board, stem, axis="n", facet="width")
+
+
 def test_metric_vs_unknown_axis(grid_board, tmp_path):
     with pytest.raises(ValueError, match="axis = 'batch_size': allowed: n, embed_dim"):
         figures.metric_vs(grid_board, tmp_path / "x", axis="batch_size")

@@ -1,0 +1,110 @@
+"""The Betser Table 1 side-by-side section: slopes against SciPy and closed forms, claim verdicts
+(held / not held, attributable to training or not) on fixed tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from pipeline.report.papers import BETSER_TABLE1, log_slope, side_by_side, slope, trends
+
+Z = 1.959963984540054
+
+
+def test_ols_slope_matches_scipy_linregress():
+    x = np.array([8, 16, 32, 64, 128])
+    y = np.array([0.30, 0.26, 0.25, 0.19, 0.17])
+    b, lo, hi = slope(x, y)
+    ref = sps.linregress(np.log2(x), y)
+    half = sps.t.ppf(0.975, len(x) - 2) * ref.stderr
+    assert b == pytest.approx(ref.slope)
+    assert (lo, hi) == pytest.approx((ref.slope - half, ref.slope + half))
+
+
+def test_weighted_slope_two_points_closed_form():
+    # two points: the slope is the difference over log2 spacing; var = se1² + se2² over spacing²
+    b, lo, hi = slope(np.array([8, 128]), np.array([0.2, 0.1]), np.array([0.01, 0.02]))
+    assert b == pytest.approx(-0.1 / 4)
+    half = Z * math.sqrt(0.01**2 + 0.02**2) / 4
+    assert (lo, hi) == pytest.approx((b - half, b + half))
+
+
+def test_weighted_slope_uses_residual_scatter_when_larger():
+    # tiny per-point errors but scattered points: the residual variance must widen the interval
+    x, y = np.array([8, 16, 32, 64]), np.array([0.2, 0.1, 0.2, 0.1])
+    _, lo, hi = slope(x, y, np.full(4, 1e-6))
+    assert lo < 0 < hi
+
+
+def test_slope_undefined_with_one_axis_value():
+    assert all(math.isnan(v) for v in slope(np.array([32, 32]), np.array([0.1, 0.2])))
+
+
+def _cells(cv, control, axis="batch_size", values=(8, 32, 128), half=0.002):
+    rows = []
+    for d, (cvs, ctrls) in enumerate(zip(cv, control, strict=True)):
+        for v, c, k in zip(values, cvs, ctrls, strict=True):
+            rows.append({"objective": "contrastive", "loss": "nt_xent", "arch": "linear",
+                         "embed_dim": 32 * 2**d, axis: v, "seed": 0, "status": "ok",
+                         "cv": c, "cv_lo": c - half, "cv_hi": c + half, "control_cv": k,
+                         "control_cv_lo": k - half, "control_cv_hi": k + half})
+    return pd.DataFrame(rows)
+
+
+def test_trends_verdicts_on_fixed_table():
+    cells = _cells(cv=[[0.30, 0.25, 0.20], [0.20, 0.20, 0.20]],
+                   control=[[0.12, 0.12, 0.12], [0.12, 0.12, 0.12]])
+    table = trends(cells, "batch_size").set_index("embed_dim")
+    assert bool(table.loc[32, "held"]) and bool(table.loc[32, "training"])  # falls, control flat
+    assert not bool(table.loc[64, "held"]) and not bool(table.loc[64, "training"])  # flat
+    # log-log weighted fit, against numpy's polyfit (weights 1/σ, σ of log2 CV by the delta method)
+    part = cells[cells.embed_dim == 32]
+    sigma = (0.002 / Z) / (part.cv * math.log(2))
+    ref = np.polyfit(np.log2(part.batch_size), np.log2(part.cv), 1, w=1 / sigma)[0]
+    assert table.loc[32, "slope"] == pytest.approx(ref)
+    assert log_slope(part, "batch_size", "cv")[0] == pytest.approx(ref)
+
+
+def test_fall_shared_with_the_control_is_not_training():
+    # CV falls with d, but the untrained encoder's CV falls just as fast (the CLT's 1/√(2d))
+    rows = []
+    for d in (32, 64, 128, 256):
+        c = 1 / math.sqrt(2 * d)
+        rows.append({"objective": "contrastive", "loss": "nt_xent", "arch": "linear", "seed": 0,
+                     "status": "ok", "embed_dim": d, "batch_size": 32, "cv": c, "cv_lo": c - 0.002,
+                     "cv_hi": c + 0.002, "control_cv": c, "control_cv_lo": c - 0.002,
+                     "control_cv_hi": c + 0.002})
+    (row,) = trends(pd.DataFrame(rows), "embed_dim").itertuples()
+    assert row.held and row.control_held and not row.training
+
+
+def test_side_by_side_section():
+    cells = _cells(cv=[[0.30, 0.25, 0.20]], control=[[0.12, 0.12, 0.12]])
+    for s in ("ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac"):
+        cells[s] = 0.5
+        cells[f"control_{s}"] = 0.5
+        cells[f"null_{s}"] = 0.5
+    cells["null_cv"] = 0.05
+    text, table, claims = side_by_side(cells, "laplace")
+    assert "| published |  | 0.08 | 0.38 | 100% | 0.49 | 100% |" in text
+    assert "| this run | 8 | 0.3 / 0.12 / 0.05 |" in text
+    assert "**CV falls as the batch size grows**: held" in text
+    assert "not tested (the grid has one value of `embed_dim`)" in text
+    assert len(table) == 3 and table.published_cv.eq(0.08).all()
+    by_claim = {c["claim"]: c for c in claims}
+    assert by_claim["CV falls as the batch size grows"] == {
+        "setting": "Laplace, linear encoder", "claim": "CV falls as the batch size grows",
+        "tested": True, "groups": 1, "held": 1, "by_training": 1}
+    assert not by_claim["CV falls as d grows"]["tested"]
+
+
+def test_side_by_side_without_a_matching_setting():
+    cells = _cells(cv=[[0.3, 0.2, 0.1]], control=[[0.1, 0.1, 0.1]])
+    text, table, claims = side_by_side(cells, "sparse_binary")
+    assert "No cell of this grid matches a published setting" in text
+    assert table.empty and claims == []
+    assert ("laplace", "linear", "contrastive") in BETSER_TABLE1
