@@ -16,7 +16,15 @@ from pipeline.losses.schedules import (
     temperature_at,
 )
 from pipeline.losses.synco import enqueue, synco_loss, synthetic_negatives
-from pipeline.losses.weighted import soft_supcon, supcon, weighted_infonce, xclr, y_aware
+from pipeline.losses.weighted import (
+    soft_supcon,
+    supcon,
+    weighted_infonce,
+    xclr,
+    xclr_two_views,
+    y_aware,
+    y_aware_two_views,
+)
 from pipeline.losses.weince import weince
 
 __all__ = [
@@ -43,5 +51,7 @@ __all__ = [
     "weighted_infonce",
     "weince",
     "xclr",
+    "xclr_two_views",
     "y_aware",
+    "y_aware_two_views",
 ]

@@ -23,7 +23,7 @@ from torch import Tensor
 from pipeline.losses.dcl import dcl
 from pipeline.losses.infonce import infonce, nt_xent
 from pipeline.losses.synco import SYNTHETIC_COUNTS, synco_loss, synthetic_negatives
-from pipeline.losses.weighted import soft_supcon, supcon, xclr, y_aware
+from pipeline.losses.weighted import soft_supcon, supcon, xclr_two_views, y_aware_two_views
 from pipeline.losses.weince import weince
 
 
@@ -189,8 +189,7 @@ def _soft_supcon(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tens
 
 
 def _y_aware(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    z, y = _two_views(batch)
-    return y_aware(z, y, tau, options["sigma"])
+    return y_aware_two_views(batch.anchor, batch.positive, _labels(batch), tau, options["sigma"])
 
 
 def _xclr(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
@@ -199,8 +198,8 @@ def _xclr(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
     weighs same-class samples e^(1/τ_s) times the others, which is Soft SupCon with
     ε = e^(−1/τ_s), computed that way (no (2B, 2B) target matrix)."""
     if batch.similarity is not None:
-        z = torch.cat([batch.anchor, batch.positive])
-        return xclr(z, batch.similarity.repeat(2, 2), tau, options["tau_s"])
+        return xclr_two_views(batch.anchor, batch.positive, batch.similarity, tau,
+                              options["tau_s"])
     z, labels = _two_views(batch)
     return soft_supcon(z, labels, tau, math.exp(-1.0 / options["tau_s"]))
 

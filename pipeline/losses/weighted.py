@@ -46,9 +46,17 @@ def _fast_inv_tau(tau: float | Tensor, dtype: torch.dtype) -> float | None:
     return inv_tau
 
 
+def _shifted_scores(z: Tensor, inv_tau: float) -> Tensor:
+    """s_ij − 1/τ = (z_i·z_j − 1)/τ in one matrix product (a constant coordinate carries the
+    shift), so the (N, N) block is written once and never re-read to subtract it."""
+    c = math.sqrt(inv_tau)
+    ones = z.new_full((z.shape[0], 1), c)
+    return torch.mm(torch.cat([z * c, ones], 1), torch.cat([z * c, -ones], 1).T)
+
+
 def _shifted_exp(z: Tensor, inv_tau: float) -> tuple[Tensor, Tensor]:
     """e_ij = exp(s_ij − 1/τ) with s = z·zᵀ/τ, zero diagonal, and row sums r_i."""
-    e = torch.mm(z * inv_tau, z.T).sub_(inv_tau).exp_()
+    e = _shifted_scores(z, inv_tau).exp_()
     e.fill_diagonal_(0.0)  # self is not a candidate
     return e, e.sum(1)
 
@@ -56,32 +64,40 @@ def _shifted_exp(z: Tensor, inv_tau: float) -> tuple[Tensor, Tensor]:
 class _WeightedFused(torch.autograd.Function):
     """Weighted InfoNCE on unit vectors with a hand-written backward (first order only).
 
-    Per anchor, −Σ_j w_ij log p_ij = m_i·lse_i − Σ_j w_ij s_ij with m_i = Σ_j w_ij; the
-    log-sum-exp uses the fixed shift 1/τ (every logit is ≤ 1/τ; callers keep e^(−2/τ) inside
-    the dtype's range), and the kept exponentials give the softmax in the backward:
-    dL/ds_ij = (m_i·p_ij − w_ij) / #anchors, symmetric in (i, j) through s = z·zᵀ.
+    Targets come as w_ij = a_i·u_ij (row scales ``a``, weights ``u``), so callers that build
+    targets by exponentiating skip the normalising pass over (N, N). Per anchor,
+    −Σ_j w_ij log p_ij = m_i·lse_i − Σ_j w_ij s_ij with m_i = Σ_j w_ij; the log-sum-exp uses
+    the fixed shift 1/τ (every logit is ≤ 1/τ; callers keep e^(−2/τ) inside the dtype's range),
+    and the kept exponentials give the softmax in the backward: dL/ds_ij = (m_i·p_ij − w_ij) /
+    #anchors, symmetric in (i, j) through s = z·zᵀ.
     """
 
     @staticmethod
     def forward(  # noqa: D102
-        ctx: Any, z: Tensor, targets: Tensor, mass: Tensor, inv_tau: float, count: int
+        ctx: Any, z: Tensor, weights: Tensor, row_scale: Tensor, inv_tau: float,
+        mass: Tensor | None,
     ) -> Tensor:
-        s = torch.mm(z * inv_tau, z.T)
-        ws = torch.dot(targets.flatten(), s.flatten())  # Σ_ij w_ij s_ij; w_ii = 0
-        e = s.sub_(inv_tau).exp_()
-        e.fill_diagonal_(0.0)  # self is not a candidate
+        if mass is None:  # m_i = a_i·Σ_j u_ij, unless the caller knows it (normalised rows: 1)
+            mass = weights.sum(1).mul_(row_scale)
+        count = (mass > 0).sum()
+        e = _shifted_scores(z, inv_tau)
+        # Σ_j u_ij (s_ij − 1/τ) per row, as a batch of dot products (no (N, N) temporary)
+        us = torch.bmm(weights.unsqueeze(1), e.unsqueeze(2)).flatten()
+        ws = torch.dot(row_scale, us) + inv_tau * mass.sum()  # Σ_ij w_ij s_ij; w_ii = 0
+        e.exp_().fill_diagonal_(0.0)  # self is not a candidate
         r = e.sum(1)
         loss = ((r.log() + inv_tau) * mass).sum() - ws
-        ctx.save_for_backward(z, targets, e, mass / r)
-        ctx.inv_tau, ctx.count = inv_tau, count
+        ctx.save_for_backward(z, weights, row_scale, e, mass / (r * row_scale), count)
+        ctx.inv_tau = inv_tau
         return loss / count
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor, None, None, None, None]:  # noqa: D102
-        z, targets, e, scale_rows = ctx.saved_tensors
-        g = (e * scale_rows[:, None]).sub_(targets)  # not in place: retain_graph may reuse e
-        dz = torch.addmm(g @ z, g.T, z)
-        return dz.mul_(grad_out * (ctx.inv_tau / ctx.count)), None, None, None, None
+        z, weights, row_scale, e, scale_rows, count = ctx.saved_tensors
+        # h = u − diag(m / (r·a))·e, so that dL/ds = −diag(a)·h / #anchors; one fused pass
+        h = torch.addcmul(weights, e, scale_rows[:, None], value=-1.0)
+        dz = torch.addmm((h @ z).mul_(row_scale[:, None]), h.T, z * row_scale[:, None])
+        return dz.mul_(grad_out * (-ctx.inv_tau) / count), None, None, None, None
 
 
 class _ClassWeightedFused(torch.autograd.Function):
@@ -151,13 +167,22 @@ def weighted_infonce(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tensor:
     matrix that requires grad, a learnable τ, or e^(−2/τ) underflowing in z's dtype take the
     plain-autograd path; float32: τ < 0.026).
     """
+    return _weighted(z, targets, None, tau)
+
+
+def _weighted(z: Tensor, weights: Tensor, row_scale: Tensor | None, tau: float | Tensor,
+              normalised: bool = False) -> Tensor:
+    """Weighted InfoNCE with targets ``diag(row_scale)·weights`` (row_scale None: all ones);
+    ``normalised``: the caller guarantees every target row sums to 1 (saves a pass)."""
     zn = F.normalize(z, dim=-1)
     inv_tau = _fast_inv_tau(tau, zn.dtype)
-    mass = targets.sum(1)
-    count = int((mass > 0).sum())
-    if inv_tau is None or targets.requires_grad or count == 0:
-        return _weighted_reference(zn, targets, tau)
-    out: Tensor = _WeightedFused.apply(zn, targets.to(zn.dtype), mass.to(zn.dtype), inv_tau, count)
+    scale = torch.ones(len(zn), dtype=zn.dtype, device=zn.device) if row_scale is None \
+        else row_scale.to(zn.dtype)
+    if inv_tau is None or weights.requires_grad or (
+            not normalised and not bool((weights.sum(1) > 0).any())):
+        return _weighted_reference(zn, weights * scale[:, None], tau)
+    mass = torch.ones_like(scale) if normalised else None
+    out: Tensor = _WeightedFused.apply(zn, weights.to(zn.dtype), scale, inv_tau, mass)
     return out
 
 
@@ -183,28 +208,73 @@ def soft_supcon_targets(labels: Tensor, eps: float, dtype: torch.dtype = torch.f
     return _row_normalise(w.fill_diagonal_(0.0))
 
 
-def _softmax_rows_(x: Tensor) -> Tensor:
-    """Row softmax in place (one (N, N) buffer instead of three)."""
+def _exp_rows_(x: Tensor) -> tuple[Tensor, Tensor]:
+    """exp(x_ij − max_j x_ij) in place, and 1 / row sums: the row softmax, unnormalised."""
     x.sub_(x.amax(dim=1, keepdim=True)).exp_()
-    return x.div_(x.sum(dim=1, keepdim=True))
+    return x, x.sum(dim=1).reciprocal_()
 
 
-def y_aware_targets(y: Tensor, sigma: float) -> Tensor:
-    """w_ij ∝ exp(−‖y_i − y_j‖²/(2σ²)), j ≠ i, for continuous labels ``(N,)`` or ``(N, m)``."""
+def _y_aware_weights(y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
+    """Unnormalised y-Aware targets and their row scales (targets = diag(scale)·weights)."""
     yy = y.reshape(len(y), -1)
     if not yy.is_floating_point():
         yy = yy.to(torch.get_default_dtype())
+    yy = yy / (math.sqrt(2) * sigma)  # ‖y_i − y_j‖²/(2σ²) as a plain squared distance
     if yy.shape[1] == 1:  # differences, not the expanded square: exact
         d2 = (yy - yy.T).square_()
     else:
         d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
-    logits = d2.mul_(-1.0 / (2 * sigma**2)).fill_diagonal_(float("-inf"))
-    return _softmax_rows_(logits)
+    d2.fill_diagonal_(float("inf"))
+    # the row's largest logit is −(its smallest squared distance): exp(min_i − d2_ij) ≤ 1
+    w = torch.sub(d2.amin(dim=1, keepdim=True), d2, out=d2).exp_()
+    return w, w.sum(dim=1).reciprocal_()
+
+
+def _xclr_weights(similarity: Tensor, tau_s: float) -> tuple[Tensor, Tensor]:
+    return _exp_rows_(similarity.mul(1.0 / tau_s).fill_diagonal_(float("-inf")))
+
+
+def y_aware_targets(y: Tensor, sigma: float) -> Tensor:
+    """w_ij ∝ exp(−‖y_i − y_j‖²/(2σ²)), j ≠ i, for continuous labels ``(N,)`` or ``(N, m)``."""
+    w, scale = _y_aware_weights(y, sigma)
+    return w.mul_(scale[:, None])
 
 
 def xclr_targets(similarity: Tensor, tau_s: float) -> Tensor:
     """w_i· = softmax_{j≠i}(S_ij/τ_s) for a similarity graph ``(N, N)``; self excluded."""
-    return _softmax_rows_((similarity / tau_s).fill_diagonal_(float("-inf")))
+    w, scale = _xclr_weights(similarity, tau_s)
+    return w.mul_(scale[:, None])
+
+
+def _tile_two_views(w: Tensor) -> tuple[Tensor, Tensor]:
+    """Weights over two views from (B, B) ``w``, where row i weighs the B samples (its own
+    partner included, at i): ``[[w, w], [w, w]]`` with a zero diagonal, and 1 / row sums."""
+    sums = 2 * w.sum(1) - w.diagonal()
+    return w.repeat(2, 2).fill_diagonal_(0.0), sums.repeat(2).reciprocal_()
+
+
+def y_aware_two_views(z1: Tensor, z2: Tensor, y: Tensor, tau: float | Tensor,
+                      sigma: float) -> Tensor:
+    """:func:`y_aware` on two views (B, d) of B samples with labels ``y`` (B, ...): the value of
+    ``y_aware(cat(z1, z2), cat(y, y), tau, sigma)`` with the targets built on (B, B), a quarter
+    of the (2B, 2B) work. Each row's largest weight is its partner's (distance 0), so
+    exp(−‖y_i − y_j‖²/(2σ²)) needs no shift."""
+    yy = y.reshape(len(y), -1).to(z1.dtype) / (math.sqrt(2) * sigma)
+    if yy.shape[1] == 1:
+        d2 = (yy - yy.T).square_()
+    else:
+        d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
+    return _weighted(torch.cat([z1, z2]), *_tile_two_views(d2.neg_().exp_()), tau, True)
+
+
+def xclr_two_views(z1: Tensor, z2: Tensor, similarity: Tensor, tau: float | Tensor,
+                   tau_s: float) -> Tensor:
+    """:func:`xclr` on two views (B, d) with a (B, B) graph: the value of
+    ``xclr(cat(z1, z2), similarity.repeat(2, 2), tau, tau_s)`` with the targets exponentiated on
+    (B, B). The partner (weight S_ii) is a candidate, so each row's shift is its full maximum."""
+    s = similarity.to(z1.dtype) / tau_s
+    w = s.sub_(s.amax(dim=1, keepdim=True)).exp_()
+    return _weighted(torch.cat([z1, z2]), *_tile_two_views(w), tau, True)
 
 
 def supcon(z: Tensor, labels: Tensor, tau: float | Tensor) -> Tensor:
@@ -219,9 +289,9 @@ def soft_supcon(z: Tensor, labels: Tensor, tau: float | Tensor, eps: float) -> T
 
 def y_aware(z: Tensor, y: Tensor, tau: float | Tensor, sigma: float) -> Tensor:
     """y-Aware InfoNCE with a Gaussian kernel of width ``sigma`` on continuous labels ``y``."""
-    return weighted_infonce(z, y_aware_targets(y.to(z.dtype), sigma), tau)
+    return _weighted(z, *_y_aware_weights(y.to(z.dtype), sigma), tau, True)
 
 
 def xclr(z: Tensor, similarity: Tensor, tau: float | Tensor, tau_s: float) -> Tensor:
     """X-CLR: targets softmax_j(S_ij/τ_s) from a given similarity graph ``(N, N)``."""
-    return weighted_infonce(z, xclr_targets(similarity.to(z.dtype), tau_s), tau)
+    return _weighted(z, *_xclr_weights(similarity.to(z.dtype), tau_s), tau, True)

@@ -5,7 +5,15 @@ import math
 import pytest
 import torch
 
-from pipeline.losses import soft_supcon, supcon, weighted_infonce, xclr, y_aware
+from pipeline.losses import (
+    soft_supcon,
+    supcon,
+    weighted_infonce,
+    xclr,
+    xclr_two_views,
+    y_aware,
+    y_aware_two_views,
+)
 from pipeline.losses.geometry_check import optimise_free_embeddings, simplex_eps
 from pipeline.losses.weighted import (
     _weighted_reference,
@@ -179,3 +187,30 @@ def test_class_path_matches_dense_targets_float32(eps):
     (g_fast,) = torch.autograd.grad(fast, z)
     (g_dense,) = torch.autograd.grad(dense, z)
     torch.testing.assert_close(g_fast, g_dense, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("labels", ["scalar", "vector"])
+def test_y_aware_two_views_equals_the_tiled_form(labels):
+    # the registry's form: targets built on (B, B) and tiled; must equal y_aware on 2B samples
+    z1, z2 = _rand(6, 4, seed=11, grad=True), _rand(6, 4, seed=12, grad=True)
+    y = _rand(6, seed=13) if labels == "scalar" else _rand(6, 3, seed=13)
+    fast = y_aware_two_views(z1, z2, y, 0.3, 0.8)
+    ref = y_aware(torch.cat([z1, z2]), torch.cat([y, y]), 0.3, 0.8)
+    assert fast.item() == pytest.approx(ref.item(), rel=1e-12)
+    g_fast = torch.autograd.grad(fast, (z1, z2))
+    g_ref = torch.autograd.grad(ref, (z1, z2))
+    for a, b in zip(g_fast, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda a, b: y_aware_two_views(a, b, y, 0.3, 0.8), (z1, z2))
+
+
+def test_xclr_two_views_equals_the_tiled_form():
+    z1, z2 = _rand(6, 4, seed=21, grad=True), _rand(6, 4, seed=22, grad=True)
+    s = _rand(6, 6, seed=23) * 3  # not symmetric, large entries: the row shift matters
+    fast = xclr_two_views(z1, z2, s, 0.3, 0.2)
+    ref = xclr(torch.cat([z1, z2]), s.repeat(2, 2), 0.3, 0.2)
+    assert fast.item() == pytest.approx(ref.item(), rel=1e-12)
+    assert oracle.weighted(torch.cat([z1, z2]).detach().numpy(),
+                           oracle.xclr_targets(s.repeat(2, 2).numpy(), 0.2), 0.3) == \
+        pytest.approx(fast.item(), rel=1e-12)
+    assert torch.autograd.gradcheck(lambda a, b: xclr_two_views(a, b, s, 0.3, 0.2), (z1, z2))
