@@ -28,7 +28,8 @@ def save(fig: plt.Figure, path_stem: Path) -> list[Path]:
     stem = Path(path_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     png, svg = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".svg")
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # figures made with layout="constrained" keep theirs
+        fig.tight_layout()
     fig.savefig(png, dpi=150, metadata={"Software": None})
     with plt.rc_context({"svg.hashsalt": "contrastive-bench"}):
         fig.savefig(svg, metadata={"Date": None})

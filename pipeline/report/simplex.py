@@ -25,17 +25,24 @@ def deviation_row(loss: str, counts: Sequence[int], cosines: np.ndarray, tol: fl
 
 
 def plot(results: Sequence[tuple[str, Sequence[int], np.ndarray]], path_stem: Path) -> list[Path]:
-    """One heatmap of class-mean cosines per (loss, class counts)."""
-    fig, axes = plt.subplots(1, len(results), figsize=(3.4 * len(results) + 0.8, 3.9),
-                             squeeze=False)
-    for ax, (loss, counts, cos) in zip(axes[0], results, strict=True):
+    """One heatmap of class-mean cosines per (loss, class counts): a row per loss, a column per
+    class balance (in the order given)."""
+    losses = list(dict.fromkeys(loss for loss, _, _ in results))
+    balances = list(dict.fromkeys(tuple(counts) for _, counts, _ in results))
+    fig, axes = plt.subplots(len(losses), len(balances), squeeze=False, layout="constrained",
+                             figsize=(3.4 * len(balances) + 0.8, 3.6 * len(losses) + 0.3))
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for loss, counts, cos in results:
+        ax = axes[losses.index(loss), balances.index(tuple(counts))]
+        ax.set_visible(True)
         im = ax.imshow(cos, vmin=-1, vmax=1, cmap="coolwarm")
         for (i, j), v in np.ndenumerate(cos):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
         ax.set_title(f"{loss}\nclasses {'/'.join(map(str, counts))}", fontsize=9)
         ax.set_xticks(range(len(counts)))
         ax.set_yticks(range(len(counts)))
-    fig.colorbar(im, ax=axes[0, -1], shrink=0.8, label="class-mean cosine")
+    fig.colorbar(im, ax=axes[:, -1].tolist(), shrink=0.8, label="class-mean cosine")
     return save(fig, path_stem)
 
 
