@@ -11,6 +11,8 @@ pool ξ_1..ξ_m, so the se is conditional on the pool: it ignores the pool's own
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,37 +96,49 @@ def _row_block(
 ) -> Tensor:
     """CE_m(z) + log m for one block of anchors (a_rows = a/τ, ``(b, d)``), over pool blocks.
 
-    Two online log-sum-exps run across pool blocks: L_s = log Σ exp(s/τ) and L_w = log Σ w; the
-    w-weighted mean of s/τ is kept as a convex combination of the tiles' means, rescaled by
-    exp(L_tile − L_w,new). st_fast: |s/τ| ≤ 1/τ is small enough that exp(s/τ) neither
-    overflows nor underflows, so no row-max shift is needed (one pass instead of three).
+    Each pool tile leaves three numbers per anchor: log Σ_tile w, the w-weighted mean of s/τ in
+    the tile, and log Σ_tile exp(s/τ). They are combined once, after the last tile, with one
+    log-sum-exp across tiles (the mean as a convex combination weighted by each tile's share of
+    Σ w), so the per-tile work is two matrix products and five passes over the tile.
+    st_fast: |s/τ| ≤ 1/τ is small enough that exp(s/τ) neither overflows nor underflows, so no
+    row-max shift is needed (one pass instead of three).
     """
     b, m = a_rows.shape[0], p.shape[0]
-    lse_s = torch.full((b,), -math.inf, dtype=a_rows.dtype, device=a_rows.device)
-    lse_w = lse_s.clone()
-    mean_ws = torch.zeros_like(lse_s)
-    for c0 in range(0, m, block):
+    n_tiles = -(-m // block)
+    lse_w, mean_w, lse_s = (a_rows.new_empty((n_tiles, b)) for _ in range(3))
+    for t, c0 in enumerate(range(0, m, block)):
         cols = slice(c0, min(c0 + block, m))
         size = b * (cols.stop - c0)
         st = torch.mm(a_rows, p[cols].T, out=buffers[0][:size].view(b, -1))  # s/τ, (b, c)
-        e, den, lse_t = _exp_sum(tile(rows, cols), buffers[1][:size].view(b, -1))
+        e, den, lse_w[t] = _exp_sum(tile(rows, cols), buffers[1][:size].view(b, -1))
         # e may carry a per-row shift, which cancels in e·st / Σe; a row with no weight in this
-        # tile gives 0/0 = NaN, zeroed (its factor exp(lse_t − new) is 0 too).
-        mean_t = (e.mul_(st).sum(dim=1) / den).nan_to_num(0.0)
-        new = torch.logaddexp(lse_w, lse_t)
-        keep, add = torch.exp(lse_w - new).nan_to_num(0.0), torch.exp(lse_t - new).nan_to_num(0.0)
-        mean_ws = mean_ws * keep + mean_t * add
-        lse_w = new
+        # tile gives 0/0 = NaN, zeroed below (its share of Σ w is 0 too).
+        torch.div(e.mul_(st).sum(dim=1), den, out=mean_w[t])
         # in place: st is not needed again
-        lse_st = torch.log(st.exp_().sum(dim=1)) if st_fast else _shifted_exp_sum(st, st)[2]
-        lse_s = torch.logaddexp(lse_s, lse_st)
-    bad = torch.nonzero(~torch.isfinite(lse_w) | ~torch.isfinite(mean_ws))
+        lse_s[t] = torch.log(st.exp_().sum(dim=1)) if st_fast else _shifted_exp_sum(st, st)[2]
+    total_w = torch.logsumexp(lse_w, dim=0)
+    share = torch.exp(lse_w - total_w).nan_to_num_(0.0)
+    mean_ws = (share * mean_w.nan_to_num_(0.0)).sum(dim=0)
+    bad = torch.nonzero(~torch.isfinite(total_w) | ~torch.isfinite(mean_ws))
     if bad.numel():
         raise ValueError(
             f"log_ratio row {rows.start + int(bad[0, 0])}: the weights w = r(z, ξ) "
             "are all zero or not finite"
         )
-    return lse_s - mean_ws
+    return torch.logsumexp(lse_s, dim=0) - mean_ws
+
+
+def _row_blocks_parallel(fn: Any, starts: list[int], workers: int) -> None:
+    """Run ``fn(start)`` for every row block on ``workers`` threads (torch ops release the
+    GIL), with intra-op threading off meanwhile so that the cores are not oversubscribed."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for _ in pool.map(fn, starts):
+                pass
+    finally:
+        torch.set_num_threads(threads)
 
 
 def similarity_search_cross_entropy(
@@ -135,6 +149,7 @@ def similarity_search_cross_entropy(
     block: int = 512,
     *,
     dtype: torch.dtype = torch.float64,
+    workers: int | None = None,
 ) -> SearchCE:
     """CE_m averaged over anchors (Eq. 9 of arXiv 2607.09405; SPEC.md §3).
 
@@ -145,15 +160,24 @@ def similarity_search_cross_entropy(
     (``log_ratio(rows, cols) -> (b, c)`` or ``log_ratio(rows) -> (b, m)``; see
     `pipeline.search.kernels.ratio_tiles`). The weights are normalised in log space.
 
-    Blocked over anchors and pool (online log-sum-exp across pool blocks): the N × m similarity
-    matrix is never held whole; working memory is two block × block buffers plus the ratio tile.
-    The default block (512) keeps a float64 tile within a 2 MiB L2 cache, where the elementwise
-    passes are several times faster than from memory. ``dtype`` float64 (default) agrees with
-    the dense formula to ~1e-12; float32 is about twice as fast, to ~1e-6·(1/τ).
-    Runs on the device of ``z`` when it is a torch tensor.
+    Blocked over anchors and pool: the N × m similarity matrix is never held whole; working
+    memory is two block × block buffers per worker plus the ratio tile. The default block (512)
+    keeps a float64 tile within a 2 MiB L2 cache, where the elementwise passes are several times
+    faster than from memory. ``dtype`` float64 (default) agrees with the dense formula to
+    ~1e-12; float32 is about twice as fast, to ~1e-6·(1/τ).
+
+    ``workers`` (default: torch's intra-op thread count) row blocks run at once, one thread each:
+    per-tile work is too small for intra-op threads to pay for their synchronisation. With more
+    than one worker a ``log_ratio`` callable is called from several threads at once, so it must
+    not reuse one output buffer across calls (a buffer per thread is fine). The result does not
+    depend on ``workers``. Runs on the device of ``z`` when it is a torch tensor (one worker on
+    a GPU).
     """
     check_tau(tau)
     check_block(block)
+    workers = torch.get_num_threads() if workers is None else workers
+    if workers < 1:
+        raise ValueError(f"workers = {workers}: must be >= 1")
     a = normalize_rows(as_tensor(z, dtype, "z"), "z")
     p = normalize_rows(as_tensor(pool, dtype, "pool"), "pool").to(a.device)
     if a.shape[1] != p.shape[1]:
@@ -162,16 +186,27 @@ def similarity_search_cross_entropy(
     tile = ratio_tiles(log_ratio, n, m, dtype, a.device)
     a = a / tau
     size = min(block, n) * min(block, m)
-    buffers = (a.new_empty(size), a.new_empty(size))
+    local = threading.local()  # two tile buffers per worker thread
     info = torch.finfo(dtype)
     # exp(±1/τ) must stay well inside the float range, with room for a block's sum.
     st_fast = 1.0 / tau < min(
         -math.log(info.tiny / info.eps**2), math.log(info.max) - math.log(min(block, m)) - 1.0
     )
     per = torch.empty(n, dtype=dtype, device=a.device)
-    for r0 in range(0, n, block):
+
+    def run(r0: int) -> None:
+        if not hasattr(local, "buffers"):
+            local.buffers = (a.new_empty(size), a.new_empty(size))
         rows = slice(r0, min(r0 + block, n))
-        per[rows] = _row_block(a[rows], p, tile, rows, block, buffers, st_fast)
+        per[rows] = _row_block(a[rows], p, tile, rows, block, local.buffers, st_fast)
+
+    starts = list(range(0, n, block))
+    workers = min(workers, len(starts)) if a.device.type == "cpu" else 1
+    if workers > 1:
+        _row_blocks_parallel(run, starts, workers)
+    else:
+        for r0 in starts:
+            run(r0)
     values = per.cpu().numpy().astype(np.float64) - math.log(m)
     return SearchCE.from_values(values)
 

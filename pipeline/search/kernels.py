@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +74,7 @@ def ratio_tiles(
     - an ``(n, m)`` array: tiles are slices of it (no copy for float64 numpy input);
     - a callable of two slices ``log_ratio(rows, cols) -> (b, c)``: memory stays O(b·c);
     - a callable of one slice ``log_ratio(rows) -> (b, m)``: called once per row block and
-      cached while that block's columns are visited, so memory is O(b·m).
+      cached (per thread) while that block's columns are visited, so memory is O(b·m).
     Each tile is used up before the next is requested and is never written to, so a callable may
     return views of its own data or reuse one output buffer.
     """
@@ -83,7 +84,7 @@ def ratio_tiles(
             raise ValueError(f"log_ratio.shape = {tuple(full.shape)}: expected (N, m) = ({n}, {m})")
         return lambda rows, cols: full[rows, cols]
     two = _positional_arity(log_ratio) == 2
-    cache: dict[tuple[int, int], Tensor] = {}
+    local = threading.local()  # the cached row block, per thread (callers may run row blocks at once)
 
     def tile(rows: slice, cols: slice) -> Tensor:
         want = (rows.stop - rows.start, cols.stop - cols.start)
@@ -91,16 +92,15 @@ def ratio_tiles(
             out = as_tensor(log_ratio(rows, cols), dtype, "log_ratio(rows, cols)").to(device)
         else:
             key = (rows.start, rows.stop)
-            if key not in cache:
-                cache.clear()
+            if getattr(local, "key", None) != key:
                 block = as_tensor(log_ratio(rows), dtype, "log_ratio(rows)").to(device)
                 if tuple(block.shape) != (want[0], m):
                     raise ValueError(
                         f"log_ratio(rows).shape = {tuple(block.shape)}: expected "
                         f"(rows, m) = ({want[0]}, {m})"
                     )
-                cache[key] = block
-            out = cache[key][:, cols]
+                local.key, local.block = key, block
+            out = local.block[:, cols]
         if tuple(out.shape) != want:
             raise ValueError(f"log_ratio tile shape = {tuple(out.shape)}: expected {want}")
         return out

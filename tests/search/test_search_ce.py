@@ -63,6 +63,19 @@ def test_ratio_callables_match_array(rng):
         np.testing.assert_allclose(got.per_anchor, want, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_row_blocks_on_threads_match_one_thread(rng, workers):
+    z, pool, lr = _inputs(rng, n=61, m=37)
+    want = ce_m_loop(z, pool, lr, 0.3)
+    threads = torch.get_num_threads()
+    for log_ratio in (lr, lambda r, c: lr[r, c], lambda r: lr[r]):  # one-arg: a cache per thread
+        got = similarity_search_cross_entropy(z, pool, log_ratio, 0.3, block=6, workers=workers)
+        np.testing.assert_allclose(got.per_anchor, want, rtol=0, atol=1e-12)
+    assert torch.get_num_threads() == threads  # intra-op threads restored
+    with pytest.raises(ValueError, match="workers = 0: must be >= 1"):
+        similarity_search_cross_entropy(z, pool, lr, 0.3, workers=0)
+
+
 @pytest.mark.parametrize("tau", [0.5, 0.01])  # 0.01: the shifted path in float32
 def test_float32_close_to_float64(rng, tau):
     z, pool, lr = _inputs(rng, n=30, m=40)
