@@ -129,8 +129,12 @@ class ReportConfig(_Section):
     alpha: float = Field(gt=0.0, lt=1.0)  # significance level of the paired tests
 
 
+STORAGE_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")  # pyarrow.fs
+
+
 class ComputeConfig(_Section):
     ray_address: str | None
+    storage: str | None  # where cells are written: null = data/cells here; or a pyarrow.fs URI
     num_cpus: float = Field(gt=0.0)
     num_gpus: float = Field(ge=0.0)
     max_retries: int = Field(ge=0)
@@ -291,6 +295,11 @@ def _check_values(p: Params) -> None:
         if axis not in axes or axis == "seed":
             raise ConfigError(f"report.group_by[{i}] = {axis!r}: must be a grid axis other than "
                               f"seed; allowed: {sorted(axes - {'seed'})}")
+    store = p.compute.storage
+    if store is not None and store.split("://", 1)[0] not in STORAGE_SCHEMES:
+        raise ConfigError(f"compute.storage = {store!r}: must be null (data/cells on this "
+                          f"machine) or a URI with a scheme in {list(STORAGE_SCHEMES)}, e.g. "
+                          "s3://bucket/prefix or file:///shared/cells")
     for i, e in enumerate(p.stats.epochs):
         if not 0 <= e <= t.epochs:
             raise ConfigError(f"stats.epochs[{i}] = {e}: must be in [0, train.epochs = {t.epochs}]")

@@ -9,14 +9,20 @@ from __future__ import annotations
 import sys
 
 from pipeline.runtime import storage
-from pipeline.runtime.context import BOUNDS, CELLS, dataset_path, resolved_params, trained_cells
+from pipeline.runtime.context import (
+    BOUNDS,
+    cells_root,
+    resolved_params,
+    shared_dataset,
+    trained_cells,
+)
 from pipeline.runtime.dask_ops import compute_bounds
 
 
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     cells = trained_cells(params)
-    table = compute_bounds(cells, dataset_path(params.data.name).resolve(), CELLS.resolve(), params.bounds,
+    table = compute_bounds(cells, shared_dataset(params), cells_root(params), params.bounds,
                            params.compute, params.stats.n_workers)
     storage.write_frame(table, BOUNDS)
     print(f"bounds: {len(table)} cells -> {BOUNDS}")

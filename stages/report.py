@@ -17,21 +17,21 @@ from pipeline.report.tables import aggregate
 from pipeline.runtime import storage
 from pipeline.runtime.context import (
     BOUNDS,
-    CELLS,
     FINITE_K,
     REPORTS,
     RESOLVED,
     SEARCH,
     STATS,
+    cells_root,
     read_grid,
     resolved_params,
 )
 from pipeline.runtime.tracking import Tracker
 
 
-def _histories(cell_ids: list[str]) -> pd.DataFrame:
-    frames = [pd.read_parquet(storage.cell_dir(CELLS, c) / "history.parquet") for c in cell_ids
-              if (storage.cell_dir(CELLS, c) / "history.parquet").exists()]
+def _histories(root: storage.Location, cell_ids: list[str]) -> pd.DataFrame:
+    frames = [storage.read_frame(storage.cell_dir(root, c) / "history.parquet") for c in cell_ids
+              if (storage.cell_dir(root, c) / "history.parquet").exists()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -50,7 +50,7 @@ def _log_to_mlflow(board: pd.DataFrame, tracker: Tracker) -> None:
 
 
 def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame,
-            cfg: ReportConfig) -> None:
+            cfg: ReportConfig, root: storage.Location) -> None:
     """The publishable leaderboard (md, tex, csv, html: mean ± CI over seeds, ranks, provenance,
     paired comparisons against the baseline) and the figures."""
     metrics = [m for m in cfg.metrics if m in board.columns]
@@ -91,17 +91,17 @@ def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame,
             figures.bound_terms(terms.head(12).rename(columns={"total": "bound",
                                                                  "measured_gap": "gap"}),
                                 plots_dir / "bound_terms", label_cols=["loss", "arch", "k", "tau"])
-    figures.norm_histograms(_norms(board), plots_dir / "norm_histograms")
+    figures.norm_histograms(_norms(board, root), plots_dir / "norm_histograms")
 
 
-def _norms(board: pd.DataFrame) -> dict[str, np.ndarray]:
+def _norms(board: pd.DataFrame, root: storage.Location) -> dict[str, np.ndarray]:
     """Held-out embedding norms of the best cell of each loss variant (by recall@1)."""
     out = {}
     ok = board[board.status == "ok"]
     for loss, part in ok.groupby("loss"):
         best = part.sort_values("recall_at_1", ascending=False).iloc[0] if "recall_at_1" in part \
             else part.iloc[0]
-        z = storage.read_embeddings(storage.cell_dir(CELLS, best.cell_id) / "embeddings.parquet", 0)
+        z = storage.read_embeddings(storage.cell_dir(root, best.cell_id) / "embeddings.parquet", 0)
         out[f"{loss} ({best.arch}, k={best.k}, τ={best.tau:g})"] = np.linalg.norm(z, axis=1)
     return out
 
@@ -109,8 +109,9 @@ def _norms(board: pd.DataFrame) -> dict[str, np.ndarray]:
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     grid = read_grid()
-    records = {c: storage.read_json(storage.cell_dir(CELLS, c) / "cell.json") for c in grid.cell_id
-               if (storage.cell_dir(CELLS, c) / "cell.json").exists()}
+    root = cells_root(params)
+    records = {c: storage.read_json(storage.cell_dir(root, c) / "cell.json") for c in grid.cell_id
+               if (storage.cell_dir(root, c) / "cell.json").exists()}
     stats, search = pd.read_parquet(STATS), pd.read_parquet(SEARCH)
     bounds, finite_k = pd.read_parquet(BOUNDS), pd.read_parquet(FINITE_K)
     board = leaderboard.build(grid, records, stats, search, params.train.epochs, bounds,
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "cells.md").write_text(leaderboard.to_markdown(board))
     board.to_csv(REPORTS / "cells.csv", index=False)
-    publish(board, stats, bounds, params.report)
+    publish(board, stats, bounds, params.report, root)
     metrics = leaderboard.summary_metrics(board)
     metrics["controls"] = control_summary(board)
     section, paper_rows, metrics["paper_claims"] = papers.side_by_side(board, params.data.name,
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         pd.DataFrame(columns=["encoder", *one_over_k.CSV_COLUMNS]).to_csv(
             REPORTS / "one_over_k.csv", index=False)
     storage.atomic_write_json(REPORTS / "metrics.json", metrics)
-    history = _histories(list(grid.cell_id))
+    history = _histories(root, list(grid.cell_id))
     history = history.rename(columns={c: f"train_{c}" for c in history.columns
                                       if c not in ("epoch", "cell_id")})
     history = history.merge(grid, on="cell_id", how="left")

@@ -11,11 +11,11 @@ import sys
 
 from pipeline.runtime import storage
 from pipeline.runtime.context import (
-    CELLS,
     FINITE_K,
     SEARCH,
-    dataset_path,
+    cells_root,
     resolved_params,
+    shared_dataset,
     trained_cells,
 )
 from pipeline.runtime.dask_ops import compute_search
@@ -24,7 +24,7 @@ from pipeline.runtime.dask_ops import compute_search
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     cells = trained_cells(params)
-    rows, sweep = compute_search(cells, dataset_path(params.data.name).resolve(), CELLS.resolve(), params.search,
+    rows, sweep = compute_search(cells, shared_dataset(params), cells_root(params), params.search,
                                  params.compute, params.stats.n_workers)
     storage.write_frame(rows, SEARCH)
     storage.write_frame(sweep, FINITE_K)

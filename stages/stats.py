@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from pipeline.runtime import storage
-from pipeline.runtime.context import CELLS, STATS, STATS_DETAIL, read_grid, resolved_params
+from pipeline.runtime.context import STATS, STATS_DETAIL, cells_root, read_grid, resolved_params
 from pipeline.runtime.dask_ops import compute_stats
 
 
@@ -18,10 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     grid = read_grid()
     ok = grid[grid.status == "ok"]
     final = params.train.epochs
-    paths = {(c, final): storage.cell_dir(CELLS.resolve(), c) / "embeddings.parquet" for c in ok.cell_id}
+    root = cells_root(params)
+    paths = {(c, final): storage.cell_dir(root, c) / "embeddings.parquet" for c in ok.cell_id}
     for epoch in params.stats.epochs:  # snapshots: 0 is the untrained control
         if epoch != final:
-            paths.update({(c, epoch): storage.cell_dir(CELLS.resolve(), c) / storage.snapshot_name(epoch)
+            paths.update({(c, epoch): storage.cell_dir(root, c) / storage.snapshot_name(epoch)
                           for c in ok.cell_id})
     summary, detail = compute_stats(paths, params.stats, params.compute)
     table = grid.drop(columns=["status", "reason"]).merge(summary, on="cell_id", how="inner")

@@ -180,3 +180,10 @@ def test_batch_size_axis_checks(tiny_params):
     assert _error(tiny_params) == "grid.batch_size[1] = 1: must be >= 2"
     tiny_params["grid"]["batch_size"] = [64, 512]
     assert _error(tiny_params).startswith("grid.n[0] = 256 < max(grid.batch_size) = 512")
+
+
+def test_storage_must_be_null_or_a_pyarrow_uri(tiny_params):
+    tiny_params["compute"]["storage"] = "ftp://host/cells"
+    assert _error(tiny_params).startswith("compute.storage = 'ftp://host/cells': must be null")
+    tiny_params["compute"]["storage"] = "file:///shared/cells"
+    assert from_mapping(tiny_params).compute.storage == "file:///shared/cells"

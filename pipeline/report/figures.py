@@ -60,7 +60,7 @@ def _lines(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, hue: Sequence[str], l
         bars = ax.errorbar(pts[x], pts["mean"], yerr=np.nan_to_num(err), marker="o", capsize=3,
                            label=_label(key, hue) + suffix, linestyle=linestyle,
                            color=colors[i] if colors else None)
-        used.append(str(bars.lines[0].get_color()))
+        used.append(matplotlib.colors.to_hex(bars.lines[0].get_color()))
     return used
 
 

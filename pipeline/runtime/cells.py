@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import platform
-import shutil
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 from pipeline.config import Cell
 from pipeline.datasets import Dataset
@@ -50,11 +48,12 @@ def _record(cell: Cell, status: str, reason: str, wall: float, meta: dict[str, s
     }
 
 
-def _write_outputs(out: Path, cell: Cell, dataset: Dataset, meta: dict[str, str],
+def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: dict[str, str],
                    snapshot_epochs: Sequence[int]) -> list[dict[str, float]]:
     result = train_cell(cell, dataset, snapshot_epochs)
-    save_file({k: v.detach().contiguous().cpu() for k, v in result.model.state_dict().items()},
-              str(out / "model.safetensors"), metadata={"cell_id": cell.cell_id})
+    weights = {k: v.detach().contiguous().cpu() for k, v in result.model.state_dict().items()}
+    storage.atomic_write_bytes(out / "model.safetensors",
+                               save(weights, metadata={"cell_id": cell.cell_id}))
     file_meta = {"cell_id": cell.cell_id, **meta, "config": json.dumps(cell.config(), sort_keys=True)}
     views = embed_heldout(result.model, dataset, cell)
     for epoch, snap in sorted(result.snapshots.items()):
@@ -69,7 +68,7 @@ def _write_outputs(out: Path, cell: Cell, dataset: Dataset, meta: dict[str, str]
     return history
 
 
-def run_cell(cell: Cell, dataset: Dataset, root: str | Path, meta: dict[str, str],
+def run_cell(cell: Cell, dataset: Dataset, root: storage.Location, meta: dict[str, str],
              threads: int = 1, snapshot_epochs: Sequence[int] = ()) -> CellOutcome:
     """Train ``cell`` and write its folder under ``root``. meta: git_sha, dataset_hash, code_version.
 
@@ -78,9 +77,7 @@ def run_cell(cell: Cell, dataset: Dataset, root: str | Path, meta: dict[str, str
     """
     torch.set_num_threads(threads)
     out = storage.cell_dir(root, cell.cell_id)
-    if out.exists():  # a half-written or failed attempt: start clean
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    storage.remove_tree(out)  # a half-written or failed attempt: start clean
     start = time.perf_counter()
     history: list[dict[str, float]] = []
     try:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import Cell, ConfigError, Params, expand, load
-from pipeline.runtime.storage import read_json
+from pipeline.runtime.storage import (
+    ObjectPath,
+    atomic_write_bytes,
+    location,
+    read_json,
+    read_metadata,
+)
 
 RESOLVED = Path("params.resolved.yaml")  # written by `stages.resolve`, read by every other stage
 DATA = Path("data")
@@ -21,6 +27,28 @@ SEARCH = DATA / "search.parquet"
 FINITE_K = DATA / "finite_k.parquet"  # CE − R_k per cell, encoder and k
 BOUNDS = DATA / "bounds.parquet"
 REPORTS = Path("reports")
+
+
+def cells_root(params: Params) -> Path | ObjectPath:
+    """Where the cells live: ``<compute.storage>/cells`` (a URI) or ``data/cells`` here
+    (absolute, so workers with another working directory write to the same folder)."""
+    if params.compute.storage:
+        return location(params.compute.storage) / "cells"
+    return CELLS.resolve()
+
+
+def shared_dataset(params: Params) -> Path | ObjectPath:
+    """The prepared dataset where every worker can read it: ``data/datasets/<name>.parquet``, or
+    with ``compute.storage`` its copy under ``<storage>/datasets/``, uploaded when missing or
+    when its content hash differs from the local one."""
+    local = dataset_path(params.data.name).resolve()
+    if not params.compute.storage:
+        return local
+    remote = location(params.compute.storage) / "datasets" / local.name
+    want = read_metadata(local)["dataset_hash"]
+    if not remote.exists() or read_metadata(remote).get("dataset_hash") != want:
+        atomic_write_bytes(remote, local.read_bytes())
+    return remote
 
 
 def resolved_params() -> Params:

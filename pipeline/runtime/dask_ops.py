@@ -12,7 +12,6 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ import pandas as pd
 from dask import compute, delayed
 
 from pipeline.config import ComputeConfig, StatsConfig
+from pipeline.runtime import storage
 from pipeline.runtime.executor import LOOPBACK, init_ray
 from pipeline.runtime.storage import read_embeddings
 from pipeline.seeding import numpy_generator
@@ -129,7 +129,7 @@ def _summary(z: np.ndarray | str, z_pos: np.ndarray | str, parts: Sequence[Colum
         return CellSummary(status="failed", reason=f"{type(err).__name__}: {err}", n=0, d=0)
 
 
-def stats_graph(paths: dict[tuple[str, int], Path], cfg: StatsConfig) -> dict[tuple[str, int, str], Any]:
+def stats_graph(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig) -> dict[tuple[str, int, str], Any]:
     """Delayed (summary, column tests, interval bounds) per (cell_id, epoch, representation).
 
     paths: the embeddings file of each (cell_id, epoch) — the final one and the snapshots.
@@ -160,16 +160,14 @@ def stats_graph(paths: dict[tuple[str, int], Path], cfg: StatsConfig) -> dict[tu
     return out
 
 
-def _embed_dim(path: Path) -> int:
-    import pyarrow.parquet as pq
-
+def _embed_dim(path: storage.Location) -> int:
     try:
-        return int(pq.read_schema(path).field("z").type.list_size)
+        return storage.embed_dim(path)
     except Exception:  # noqa: BLE001 — the read task reports the problem
         return 0
 
 
-def compute_stats(paths: dict[tuple[str, int], Path], cfg: StatsConfig,
+def compute_stats(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig,
                   compute_cfg: ComputeConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary table, per-coordinate detail table) for all cells in one Dask compute."""
     graph = stats_graph(paths, cfg)
@@ -214,7 +212,7 @@ def _search_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> tuple[dict[str
     """Retrieval and the similarity-search quantities of one cell; failures become a status."""
     from pipeline.runtime.evaluate import search_cell
 
-    folder = Path(root) / cell.cell_id
+    folder = storage.cell_dir(root, cell.cell_id)
     row: dict[str, Any] = {"cell_id": cell.cell_id, "search_status": "ok", "search_reason": ""}
     sweep: list[dict[str, Any]] = []
     try:
@@ -232,12 +230,12 @@ def _bounds_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> dict[str, Any]
     from pipeline.runtime.evaluate import bounds_cell
 
     try:
-        return bounds_cell(cell, dataset, Path(root) / cell.cell_id, cfg)
+        return bounds_cell(cell, dataset, storage.cell_dir(root, cell.cell_id), cfg)
     except Exception as err:  # noqa: BLE001
         return {"cell_id": cell.cell_id, "bound_status": f"failed: {type(err).__name__}: {err}"}
 
 
-def compute_search(cells: Sequence[Any], dataset_path: Path, root: Path, cfg: Any,
+def compute_search(cells: Sequence[Any], dataset_path: storage.Location, root: storage.Location, cfg: Any,
                    compute_cfg: ComputeConfig, n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per cell, the k-sweep rows) for every cell in one Dask compute."""
     from pipeline.runtime.storage import read_dataset
@@ -252,7 +250,7 @@ def compute_search(cells: Sequence[Any], dataset_path: Path, root: Path, cfg: An
     return rows, sweep
 
 
-def compute_bounds(cells: Sequence[Any], dataset_path: Path, root: Path, cfg: Any,
+def compute_bounds(cells: Sequence[Any], dataset_path: storage.Location, root: storage.Location, cfg: Any,
                    compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
     """Theorem 1's terms for every cell, one Dask task per cell."""
     from pipeline.runtime.storage import read_dataset

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load
 from torch import nn
 
 from pipeline.bounds import (
@@ -29,6 +28,7 @@ from pipeline.bounds import (
 )
 from pipeline.config import BoundsConfig, Cell, SearchConfig
 from pipeline.datasets import Dataset, gaussian_channel_log_ratio_matrix, make_augmenter
+from pipeline.runtime import storage
 from pipeline.search import (
     ce_minus_risk_table,
     fit_loglog_slope,
@@ -43,10 +43,10 @@ from pipeline.train import initial_encoder, subsample
 ENCODE_BATCH = 4096
 
 
-def load_encoders(cell: Cell, dataset: Dataset, folder: Path) -> dict[str, nn.Module]:
+def load_encoders(cell: Cell, dataset: Dataset, folder: storage.Dir) -> dict[str, nn.Module]:
     """{'trained': the saved encoder, 'initial': the same architecture at its seeded init}."""
     trained = initial_encoder(cell, dataset.input_shape)
-    trained.load_state_dict(load_file(str(folder / "model.safetensors")))
+    trained.load_state_dict(load(storage.read_bytes(folder / "model.safetensors")))
     return {"trained": trained.eval(), "initial": initial_encoder(cell, dataset.input_shape).eval()}
 
 
@@ -87,7 +87,7 @@ def _ce_m(model: nn.Module, cell: Cell, x_anchor: torch.Tensor, x_pool: torch.Te
     return res.ce, res.se
 
 
-def search_cell(cell: Cell, dataset: Dataset, folder: Path,
+def search_cell(cell: Cell, dataset: Dataset, folder: storage.Dir,
                 cfg: SearchConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary row, k-sweep rows) for one cell: CE, CE_m, R_k, CE − R_k and its log-log slope."""
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
@@ -153,7 +153,7 @@ def _lipschitz(cell: Cell, model: nn.Module, x: np.ndarray) -> float:
     raise ValueError(f"arch = {cell.arch!r}: no data-restricted C_Φ (linear and mlp only)")
 
 
-def bounds_cell(cell: Cell, dataset: Dataset, folder: Path, cfg: BoundsConfig) -> dict[str, Any]:
+def bounds_cell(cell: Cell, dataset: Dataset, folder: storage.Dir, cfg: BoundsConfig) -> dict[str, Any]:
     """Theorem 1's terms for the trained encoder, next to the measured generalisation gap."""
     if cell.objective != "contrastive":
         return {"cell_id": cell.cell_id, "bound_status": "skipped: supervised cell"}

@@ -3,6 +3,12 @@
 Every write goes to a temporary name in the same folder and is renamed into place, so a reader
 (or a resumed run) never sees a half-written file. A cell is done when its ``cell.json`` exists
 with ``status: ok``; it is written last.
+
+Paths are local paths or ``pyarrow.fs`` URIs (``s3://bucket/prefix``, ``gs://…``,
+``file:///shared/…``): the cells of a cluster run live where every node can reach them
+(``compute.storage``). A URI location is an :class:`ObjectPath`; on object stores the rename is
+pyarrow's ``move`` (a copy and a delete on S3), and the marker ``cell.json`` is still written
+last, so a reader never takes a half-written cell for a done one.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (registers pa.compute)
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pipeline.datasets import Dataset
@@ -26,36 +34,127 @@ from pipeline.datasets import Dataset
 CELL_FILES = ("model.safetensors", "embeddings.parquet", "history.parquet", "cell.json")
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+class ObjectPath(str):
+    """A ``scheme://…`` location with the few ``pathlib`` habits the stages use."""
+
+    def __truediv__(self, part: str) -> ObjectPath:
+        return ObjectPath(f"{self.rstrip('/')}/{part}")
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> ObjectPath:
+        return ObjectPath(self.rstrip("/").rsplit("/", 1)[0])
+
+    def exists(self) -> bool:
+        return exists(self)
+
+    def resolve(self) -> ObjectPath:
+        return self
+
+
+Location = str | Path  # a local path, or a URI (str or ObjectPath)
+Dir = Path | ObjectPath  # a folder that takes `/`: what cell_dir and location return
+
+
+def is_uri(path: Location) -> bool:
+    return "://" in str(path)
+
+
+def location(path: Location) -> Path | ObjectPath:
+    """``path`` as a :class:`Path` (local) or an :class:`ObjectPath` (URI)."""
+    return ObjectPath(str(path)) if is_uri(path) else Path(path)
+
+
+def filesystem(path: Location) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem of ``path`` and the path inside it; a bad URI names itself."""
+    if not is_uri(path):
+        return pafs.LocalFileSystem(), str(Path(path).absolute())
+    try:
+        return pafs.FileSystem.from_uri(str(path))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
+        raise ValueError(f"storage location {str(path)!r}: {err}") from None
+
+
+def exists(path: Location) -> bool:
+    if not is_uri(path):
+        return Path(path).exists()
+    fs, inner = filesystem(path)
+    return fs.get_file_info(inner).type != pafs.FileType.NotFound
+
+
+def remove_tree(path: Location) -> None:
+    """Delete a folder (a prefix on object stores) and everything under it, if it exists."""
+    if not is_uri(path):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    fs, inner = filesystem(path)
+    if fs.get_file_info(inner).type != pafs.FileType.NotFound:
+        fs.delete_dir(inner)
+
+
+def atomic_write_bytes(path: Location, data: bytes) -> None:
+    if is_uri(path):
+        fs, inner = filesystem(path)
+        parent, name = inner.rstrip("/").rsplit("/", 1)
+        fs.create_dir(parent, recursive=True)
+        tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
+        try:
+            with fs.open_output_stream(tmp) as f:
+                f.write(data)
+            fs.move(tmp, inner)
+        except BaseException:
+            if fs.get_file_info(tmp).type != pafs.FileType.NotFound:
+                fs.delete_file(tmp)
+            raise
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp_name, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        Path(tmp_name).unlink(missing_ok=True)
         raise
 
 
-def file_sha256(path: str | Path) -> str:
+def read_bytes(path: Location) -> bytes:
+    if not is_uri(path):
+        return Path(path).read_bytes()
+    fs, inner = filesystem(path)
+    with fs.open_input_stream(inner) as f:
+        return bytes(f.read())
+
+
+def file_sha256(path: Location) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fs, inner = filesystem(path)
+    with fs.open_input_stream(inner) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
 
 
-def atomic_write_json(path: str | Path, obj: Any) -> None:
+def atomic_write_json(path: Location, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
 
 
-def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+def read_json(path: Location) -> Any:
+    return json.loads(read_bytes(path))
 
 
-def write_table(table: pa.Table, path: str | Path) -> None:
+def read_frame(path: Location) -> pd.DataFrame:
+    fs, inner = filesystem(path)
+    return pq.read_table(inner, filesystem=fs).to_pandas()
+
+
+def write_table(table: pa.Table, path: Location) -> None:
     """Parquet with dictionary encoding off for floats (5× faster writes, smaller files here)."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, use_dictionary=[f.name for f in table.schema
@@ -64,7 +163,7 @@ def write_table(table: pa.Table, path: str | Path) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def write_frame(df: pd.DataFrame, path: str | Path) -> None:
+def write_frame(df: pd.DataFrame, path: Location) -> None:
     write_table(pa.Table.from_pandas(df, preserve_index=False), path)
 
 
@@ -86,22 +185,31 @@ def embeddings_table(views: Mapping[int, np.ndarray], labels: np.ndarray | None,
     return table.replace_schema_metadata({k: str(v) for k, v in metadata.items()})
 
 
-def read_embeddings(path: str | Path, view: int) -> np.ndarray:
+def read_embeddings(path: Location, view: int) -> np.ndarray:
     """The ``(N, d)`` float32 matrix of one view, in sample_id order."""
-    table = pq.read_table(path, columns=["sample_id", "view", "z"], filters=[("view", "=", view)])
+    fs, inner = filesystem(path)
+    table = pq.read_table(inner, filesystem=fs, columns=["sample_id", "view", "z"],
+                          filters=[("view", "=", view)])
     table = table.sort_by("sample_id")
     z = table.column("z").combine_chunks()
     d = z.type.list_size
     return z.flatten().to_numpy(zero_copy_only=False).reshape(-1, d)
 
 
-def read_metadata(path: str | Path) -> dict[str, str]:
-    meta = pq.read_schema(path).metadata or {}
+def read_metadata(path: Location) -> dict[str, str]:
+    fs, inner = filesystem(path)
+    meta = pq.read_schema(inner, filesystem=fs).metadata or {}
     return {k.decode(): v.decode() for k, v in meta.items()}
 
 
-def cell_dir(root: str | Path, cell_id: str) -> Path:
-    return Path(root) / cell_id
+def embed_dim(path: Location) -> int:
+    """d of the embeddings file (from its schema)."""
+    fs, inner = filesystem(path)
+    return int(pq.read_schema(inner, filesystem=fs).field("z").type.list_size)
+
+
+def cell_dir(root: Location, cell_id: str) -> Path | ObjectPath:
+    return location(root) / cell_id
 
 
 def snapshot_name(epoch: int) -> str:
@@ -109,21 +217,21 @@ def snapshot_name(epoch: int) -> str:
     return f"embeddings_e{epoch:04d}.parquet"
 
 
-def cell_done(root: str | Path, cell_id: str, snapshot_epochs: Sequence[int] = ()) -> bool:
+def cell_done(root: Location, cell_id: str, snapshot_epochs: Sequence[int] = ()) -> bool:
     """Finished with status ok and every requested snapshot present."""
     folder = cell_dir(root, cell_id)
     return cell_status(root, cell_id) == "ok" and all(
         (folder / snapshot_name(e)).exists() for e in snapshot_epochs)
 
 
-def cell_status(root: str | Path, cell_id: str) -> str | None:
+def cell_status(root: Location, cell_id: str) -> str | None:
     """'ok', 'failed', or None when the cell has no complete record."""
     path = cell_dir(root, cell_id) / "cell.json"
     if not path.exists():
         return None
     try:
         return str(read_json(path).get("status"))
-    except (json.JSONDecodeError, OSError):
+    except (json.JSONDecodeError, OSError, ValueError):
         return None
 
 
@@ -138,7 +246,7 @@ def _split_table(split: str, x: np.ndarray, y: np.ndarray | None) -> pa.Table:
     })
 
 
-def write_dataset(ds: Dataset, path: str | Path) -> None:
+def write_dataset(ds: Dataset, path: Location) -> None:
     """Both splits in one file: split, label int32 (nullable), x fixed_size_list<float32>.
 
     Images are stored flattened; the metadata keeps ``input_shape`` to restore them.
@@ -151,8 +259,9 @@ def write_dataset(ds: Dataset, path: str | Path) -> None:
     write_table(table.replace_schema_metadata(meta), path)
 
 
-def read_dataset(path: str | Path) -> Dataset:
-    table = pq.read_table(path)
+def read_dataset(path: Location) -> Dataset:
+    fs, inner = filesystem(path)
+    table = pq.read_table(inner, filesystem=fs)
     meta = read_metadata(path)
     shape = tuple(json.loads(meta["input_shape"]))
     parts = {}

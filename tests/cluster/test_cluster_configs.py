@@ -174,7 +174,7 @@ def test_readme_explains_address_storage_and_tracking():
     text = (CLUSTER / "README.md").read_text()
     for needle in ("compute.ray_address", "RAY_ADDRESS", "compute.num_cpus", "compute.num_gpus",
                    "pyarrow.fs", "s3://", "tracking.uri", "mlflow server", "ray up",
-                   "ray-cluster.yaml", "kuberay-raycluster.yaml", "ray down"):
+                   "ray-cluster.yaml", "kuberay-raycluster.yaml", "ray down", "compute.storage"):
         assert needle in text, needle
 
 

@@ -52,8 +52,8 @@ def _stage(project, name: str) -> subprocess.CompletedProcess:
     return project.run(sys.executable, "-m", f"stages.{name}")
 
 
-def _done(path: Path) -> set[str]:
-    cells = path / "data" / "cells"
+def _done(path: Path, cells: Path | None = None) -> set[str]:
+    cells = cells or path / "data" / "cells"
     return {p.name for p in cells.iterdir() if storage.cell_status(cells, p.name) == "ok"} \
         if cells.exists() else set()
 
@@ -118,6 +118,9 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
     tiny_params["train"]["epochs"] = 30  # a few seconds per cell: the node goes mid-grid
     tiny_params["compute"]["ray_address"] = cluster.address
     tiny_params["compute"]["max_retries"] = 3
+    # as on a cluster: every node writes to one URI (s3://… there); cells go under <storage>/cells
+    tiny_params["compute"]["storage"] = f"file://{tmp_path / 'shared'}"
+    shared = tmp_path / "shared" / "cells"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
     try:
@@ -129,9 +132,9 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
 
         def remove_a_worker() -> None:
             try:
-                while not _done(tmp_path):
+                while not _done(tmp_path, shared):
                     time.sleep(0.05)
-                removed_after.append(len(_done(tmp_path)))
+                removed_after.append(len(_done(tmp_path, shared)))
                 # killed, not drained: its running task is lost and retried on the other node
                 cluster.remove_node(workers[0], allow_graceful=False)
             except BaseException as err:  # surfaced below: a thread's exception is otherwise lost
@@ -150,18 +153,20 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
     finally:
         ray.shutdown()
         cluster.shutdown()
-    assert len(_done(tmp_path)) == 6
+    assert len(_done(tmp_path, shared)) == 6
+    assert not any((tmp_path / "data" / "cells").iterdir())  # nothing written beside the driver
     runs = _cell_runs(tmp_path)
     finished = runs[runs.status == "FINISHED"].groupby("tags.cell_id").size()
     assert len(finished) == 6 and (finished == 1).all()
     # identical outputs to a clean local run of the same cells
-    local = {**tiny_params, "compute": {**tiny_params["compute"], "ray_address": None}}
+    local = {**tiny_params, "compute": {**tiny_params["compute"], "ray_address": None,
+                                        "storage": None}}
     clean = tmp_path / "clean"
     clean.mkdir()
     (clean / "params.yaml").write_text(yaml.safe_dump(local))
     for name in ("resolve", "prepare", "train"):
         subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=clean, env=venv_env(),
                        check=True, capture_output=True)
-    for c in _done(tmp_path):
-        a = (tmp_path / "data" / "cells" / c / "embeddings.parquet").read_bytes()
+    for c in _done(tmp_path, shared):
+        a = (shared / c / "embeddings.parquet").read_bytes()
         assert a == (clean / "data" / "cells" / c / "embeddings.parquet").read_bytes(), c

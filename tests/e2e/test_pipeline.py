@@ -66,3 +66,22 @@ def test_bad_params_fail_before_any_work(project, tiny_params):
     assert proc.returncode != 0
     assert "grid.tau[1] = 0.0: temperature must be > 0" in proc.stderr + proc.stdout
     assert not (project.path / "data").exists()
+
+
+def test_dag_with_cells_on_a_storage_uri(project, tiny_params, tmp_path_factory):
+    """compute.storage as on a cluster: every stage reads and writes cells through pyarrow.fs."""
+    store = tmp_path_factory.mktemp("store")
+    tiny_params["compute"]["storage"] = f"file://{store}"
+    shared = store / "cells"
+    project.write_params(tiny_params)
+    project.repro()
+    board = pd.read_csv(project.path / "reports" / "cells.csv")
+    assert len(board) == 2 and set(board.status) == {"ok"}
+    assert board.cv.notna().all() and board.recall_at_1.notna().all() and board.bound.notna().all()
+    assert {p.name for p in shared.iterdir()} == set(board.cell_id)
+    assert not any((project.path / "data" / "cells").glob("*"))  # nothing in the local folder
+    # the search and bounds tasks read the dataset from the storage too (workers on other nodes)
+    assert (store / "datasets" / "laplace.parquet").read_bytes() == \
+        (project.path / "data" / "datasets" / "laplace.parquet").read_bytes()
+    second = project.repro()
+    assert "2 already done (skipped), 0 to train" in second.stdout

@@ -73,3 +73,47 @@ def test_one_run_per_cell_across_invocations(tmp_path):
     assert run.data.params["train.lr"] == "0.1" and run.data.tags["git_sha"] == "abc"
     steps = tracker.client.get_metric_history(run.info.run_id, "train_loss")
     assert sorted({(m.step, m.value) for m in steps}) == [(1, 2.0), (2, 1.5)]
+
+
+def test_uri_storage_roundtrip(tmp_path):
+    """A pyarrow.fs URI (file:// here; s3:// on a cluster) takes every read and write a cell does."""
+    import pandas as pd
+
+    root = storage.location(f"file://{tmp_path}/store")
+    assert isinstance(root, storage.ObjectPath)
+    cell = storage.cell_dir(root, "c1")
+    assert cell == f"file://{tmp_path}/store/c1" and cell.name == "c1" and cell.parent == root
+    assert not cell.exists() and storage.cell_status(root, "c1") is None
+    z0 = np.arange(12, dtype=np.float32).reshape(4, 3)
+    storage.write_table(storage.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "c1"}),
+                        cell / "embeddings.parquet")
+    np.testing.assert_array_equal(storage.read_embeddings(cell / "embeddings.parquet", 1), z0 + 1)
+    assert storage.embed_dim(cell / "embeddings.parquet") == 3
+    assert storage.read_metadata(cell / "embeddings.parquet")["cell_id"] == "c1"
+    history = pd.DataFrame({"epoch": [1, 2], "loss": [0.5, 0.25]})
+    storage.write_frame(history, cell / "history.parquet")
+    pd.testing.assert_frame_equal(storage.read_frame(cell / "history.parquet"), history)
+    assert not storage.cell_done(root, "c1")  # no cell.json yet: not done
+    storage.atomic_write_json(cell / "cell.json", {"status": "ok"})
+    assert storage.cell_done(root, "c1") and not storage.cell_done(root, "c1", [0])
+    local = tmp_path / "store" / "c1"
+    assert sorted(p.name for p in local.iterdir()) == ["cell.json", "embeddings.parquet",
+                                                       "history.parquet"]  # no temporaries
+    assert storage.file_sha256(cell / "cell.json") == storage.file_sha256(local / "cell.json")
+    assert storage.read_bytes(cell / "cell.json") == (local / "cell.json").read_bytes()
+    storage.remove_tree(cell)
+    assert not cell.exists() and not local.exists()
+
+
+def test_uri_write_failure_leaves_old_file_and_no_temporary(tmp_path):
+    path = storage.location(f"file://{tmp_path}/x.json")
+    storage.atomic_write_json(path, {"a": 1})
+    with pytest.raises(TypeError):
+        storage.atomic_write_bytes(path, 12345)  # fails after the temporary was opened
+    assert storage.read_json(path) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_unknown_uri_scheme_names_the_location():
+    with pytest.raises(ValueError, match="storage location 'nosuch://bucket/x'"):
+        storage.filesystem("nosuch://bucket/x")
