@@ -6,6 +6,10 @@ Cells: the pipeline's own cells (laplace data, MLP encoder, InfoNCE; one grid se
 with ``train.epochs`` calibrated so that one cell takes about ``--seconds`` of CPU on one thread.
 (a) bare loop: ``torch.set_num_threads(1)`` and ``pipeline.runtime.cells.run_cell`` for each cell
     in turn, in this process (training, held-out embeddings, Parquet and safetensors files).
+(p) parallel bare loop: the same ``run_cell`` calls on a pool of one process per core
+    (multiprocessing, spawned and warmed up before timing), cells handed out one at a time —
+    the parallelism of (b) without Ray, MLflow or the stage: what the hardware gives two cells
+    running at once (shared caches and memory bandwidth), the ceiling for (b).
 (b) pipeline: ``stages.train.main()`` itself, run in a throw-away project folder: one Ray task per
     cell on a local Ray instance (127.0.0.1, one CPU per cell), each finished cell logged to MLflow
     (a fresh experiment in a SQLite store) by the driver, ``data/grid.json`` written at the end.
@@ -28,6 +32,7 @@ of a 5-second cell.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -131,6 +136,32 @@ def bare(params: Params, dataset, root: Path, meta: dict[str, str]) -> Run:
     return Run(time.perf_counter() - start, time.process_time() - cpu0, walls, cpus, threads)
 
 
+_POOL: dict = {}  # what each pool process of the parallel bare loop holds
+
+
+def _pool_init(dataset, root: Path, meta: dict[str, str]) -> None:
+    torch.set_num_threads(1)
+    _POOL.update(dataset=dataset, root=root, meta=meta)
+    _warm(0.0)  # the same one-off imports the Ray workers pay in warm_workers
+
+
+def _pool_cell(args) -> tuple[float, float, float]:
+    cell, threads, epochs = args
+    cpu, thread = time.process_time(), time.thread_time()
+    out = run_cell(cell, _POOL["dataset"], _POOL["root"], _POOL["meta"], threads, epochs)
+    assert out.status == "ok", out.reason
+    return out.wall_seconds, time.process_time() - cpu, time.thread_time() - thread
+
+
+def parallel_bare(pool, params: Params, root: Path) -> Run:
+    shutil.rmtree(root, ignore_errors=True)
+    jobs = [(c, params.train.threads, params.stats.epochs) for c in expand(params)]
+    start = time.perf_counter()
+    res = list(pool.imap_unordered(_pool_cell, jobs, chunksize=1))
+    walls, cpus, threads = (list(col) for col in zip(*res, strict=True))
+    return Run(time.perf_counter() - start, sum(cpus), walls, cpus, threads)
+
+
 def pipeline(params: Params) -> Run:
     """``stages.train.main()`` in the current (throw-away) project folder."""
     shutil.rmtree(context.CELLS, ignore_errors=True)
@@ -223,11 +254,18 @@ def main(argv: list[str] | None = None) -> int:
         store_s = time.perf_counter() - t0
         ray_s = warm_s = 0.0
 
+        pool = multiprocessing.get_context("spawn").Pool(
+            cores, initializer=_pool_init, initargs=(dataset, Path(tmp) / "par", meta))
+        pool.map(time.sleep, [0.5] * cores, chunksize=1)  # every process started and warm
+
         bares: list[Run] = []
+        pars: list[Run] = []
         pipes: list[Run] = []
         for r in range(args.repeats):
             bares.append(bare(bench_params(n, epochs), dataset, Path(tmp) / "bare", meta))
             print(f"repeat {r + 1}: bare loop {bares[-1].seconds:.2f} s")
+            pars.append(parallel_bare(pool, bench_params(n, epochs), Path(tmp) / "par"))
+            print(f"repeat {r + 1}: parallel bare loop {pars[-1].seconds:.2f} s")
             if r == 0:
                 t0 = time.perf_counter()
                 init_ray(probe.compute)
@@ -239,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             pipes.append(pipeline(bench_params(n, epochs, f"bench-{r}")))
             print(f"repeat {r + 1}: pipeline {pipes[-1].seconds:.2f} s")
         ray.shutdown()
+        pool.close()
+        pool.join()
         os.chdir(ROOT)
 
     bare_t, pipe_t = _med(bares, lambda r: r.seconds), _med(pipes, lambda r: r.seconds)
@@ -257,17 +297,27 @@ def main(argv: list[str] | None = None) -> int:
           f"MLflow SQLite store creation {store_s:.2f} s")
     print(f"bare loop total       {bare_t:8.2f} s   (mean cell {cell_t:.2f} s)")
     print(f"pipeline total        {pipe_t:8.2f} s   (mean cell inside its Ray task {task_t:.2f} s)")
+    par_t = _med(pars, lambda r: r.seconds)
+    par_cell = _med(pars, lambda r: statistics.mean(r.cell_walls))
+    print(f"parallel bare total   {par_t:8.2f} s   (mean cell {par_cell:.2f} s; {cores} processes, "
+          f"no Ray: the hardware's ceiling {bare_t / par_t:.2f} x)")
     print(f"speed-up              {bare_t / pipe_t:8.2f} x   (target >= 1.8 on {cores} cores; "
           f"{bare_t / (pipe_t + fixed):.2f} x with ray.init and the worker start)")
     print(f"per-cell overhead     {overhead:8.2f} s = {100 * overhead / cell_t:5.1f}% of a {cell_t:.2f} s "
           f"cell   (target <= 5%; (pipeline x {cores} - bare) / {n})")
     print(f"  outside the cells   {gap:8.2f} s = {100 * gap / cell_t:5.1f}%   ((pipeline x {cores} - "
           f"sum of in-task cell times) / {n}: idle cores and orchestration, not slower cells)")
+    vs_par = (pipe_t - par_t) * cores / n
+    print(f"  against parallel    {vs_par:8.2f} s = {100 * vs_par / cell_t:5.1f}%   ((pipeline - "
+          f"parallel bare) x {cores} / {n}: what Ray, MLflow and the stage add to cells that run "
+          f"{cores} at a time anyway)")
     print("CPU seconds (robust to other load on the machine):")
     cell_thr = _med(bares, lambda r: statistics.mean(r.cell_threads))
     task_thr = _med(pipes, lambda r: statistics.mean(r.cell_threads))
+    par_thr = _med(pars, lambda r: statistics.mean(r.cell_threads))
     print(f"  mean cell           {cell_cpu:8.2f} s bare, {task_cpu:.2f} s inside a Ray task "
-          f"(the cell's thread alone: {cell_thr:.2f} s bare, {task_thr:.2f} s in the task)")
+          f"(the cell's thread alone: {cell_thr:.2f} s bare, {par_thr:.2f} s in the parallel bare "
+          f"loop, {task_thr:.2f} s in the task)")
     print(f"  total               {bare_cpu:8.2f} s bare, {pipe_cpu:.2f} s pipeline (driver + "
           f"raylet, GCS, workers)")
     print(f"  per-cell overhead   {(pipe_cpu - bare_cpu) / n:8.2f} s = "
