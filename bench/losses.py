@@ -5,7 +5,8 @@
 
 CPU, float32, torch.set_num_threads(threads). Inputs are leaf tensors with requires_grad, built
 outside the timed region, as a training loop hands them over; one call = loss + backward.
-Medians over repeats, interleaved so that load from other processes hits all variants alike.
+Medians over repeats, interleaved so that load from other processes hits all variants alike;
+a sample of a call shorter than 50 ms is the mean of back-to-back calls lasting about 50 ms.
 ``--clock cpu`` times with the process CPU clock instead of the wall clock: with ``--threads 1``
 it is the view to use on a machine shared with other jobs (wall times there swing by 10×; with
 more threads the CPU clock also counts OpenMP spin-waiting).
@@ -54,6 +55,7 @@ SYNTH = {
     "adversarial": 8,
 }
 TAU = 0.1
+MIN_SAMPLE_SECONDS = 0.05  # each timed sample repeats a call until it lasts about this long
 
 
 def naive_nt_xent(z1: Tensor, z2: Tensor, tau: float) -> Tensor:
@@ -115,19 +117,21 @@ def time_all(
     repeats: int,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    def once(fn: Callable[[], Tensor]) -> float:
-        for x in leaves:
-            x.grad = None
+    def once(fn: Callable[[], Tensor], calls: int = 1) -> float:
+        """Mean time of ``calls`` back-to-back calls (several when one call is a few ms, so
+        that scheduler noise averages out within a sample)."""
         t0 = clock()
-        fn().backward()
-        return clock() - t0
+        for _ in range(calls):
+            for x in leaves:
+                x.grad = None
+            fn().backward()
+        return (clock() - t0) / calls
 
-    for fn in fns.values():  # warm-up
-        once(fn)
+    calls = {name: max(1, round(MIN_SAMPLE_SECONDS / once(fn))) for name, fn in fns.items()}
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            times[name].append(once(fn))
+            times[name].append(once(fn, calls[name]))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
