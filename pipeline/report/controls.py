@@ -60,6 +60,26 @@ def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float =
     return out
 
 
+# A supervised cell shares its initial weights and training rows with the contrastive cells of the
+# same (arch, n, embed_dim, batch_size, seed): pipeline.train seeds both from these alone.
+SUPERVISED_KEYS = ("arch", "n", "embed_dim", "batch_size", "seed")
+
+
+def supervised_columns(board: pd.DataFrame) -> pd.DataFrame:
+    """``board`` with ``supervised_<s>`` on each contrastive cell: the statistics of the
+    supervised cell (cross-entropy on labels) that shares its encoder, initial weights and
+    training rows — a third control where labels exist. Unchanged when the grid has none."""
+    if "objective" not in board or not (board.objective == "supervised").any():
+        return board
+    keys = [k for k in SUPERVISED_KEYS if k in board]
+    sup = board[(board.objective == "supervised") & (board.status == "ok")]
+    cols = {s: f"supervised_{s}" for s in CONTROL_STATS if s in sup}
+    part = sup[[*keys, *cols]].rename(columns=cols).drop_duplicates(subset=keys)
+    out = board.merge(part, on=keys, how="left")
+    out.loc[out.objective != "contrastive", list(cols.values())] = np.nan
+    return out
+
+
 def control_summary(board: pd.DataFrame) -> list[str]:
     """Sentences for the report: per diagnostic, in how many cells training changed it."""
     lines = []

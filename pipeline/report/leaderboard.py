@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.report.controls import control_columns
+from pipeline.report.controls import control_columns, supervised_columns
 
 GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "embed_dim", "batch_size",
                 "seed"]
@@ -58,6 +58,7 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
         raw = stats[stats.representation == "raw"]
         board = board.merge(control_columns(raw[raw.epoch == final_epoch], raw[raw.epoch == 0],
                                             level), on="cell_id", how="left")
+    board = supervised_columns(board)
     if len(search):
         board = board.merge(search, on="cell_id", how="left")
     if bounds is not None and len(bounds):

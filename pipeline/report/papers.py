@@ -148,8 +148,18 @@ def _fmt(stat: str, value: Any) -> str:
     return f"{100 * value:.0f}%" if stat in _FRACTIONS else f"{value:.3g}"
 
 
-def _measured(part: pd.DataFrame, stat: str) -> str:
-    cols = (stat, f"control_{stat}", f"null_{stat}")
+# What each measured entry lists, in order: (column prefix, name in the section's header)
+PARTS = (("", "trained"), ("control_", "untrained control"), ("null_", "Gaussian null"),
+         ("supervised_", "supervised"))
+
+
+def _parts(cells: pd.DataFrame) -> list[tuple[str, str]]:
+    """The first three always; the supervised control where the grid has supervised cells."""
+    return [p for p in PARTS if p[0] != "supervised_" or f"supervised_{STATS[0]}" in cells]
+
+
+def _measured(part: pd.DataFrame, stat: str, parts: list[tuple[str, str]]) -> str:
+    cols = [prefix + stat for prefix, _ in parts]
     return " / ".join(_fmt(stat, part[c].mean() if c in part else math.nan) for c in cols)
 
 
@@ -191,7 +201,7 @@ def _slopes_table(axis: str, table: pd.DataFrame) -> list[str]:
 
 def _gaussianity_line(cells: pd.DataFrame) -> str:
     parts = []
-    for stat in _FRACTIONS:
+    for stat in (s for s in _FRACTIONS if s in cells):
         trained = cells[stat].mean()
         control = cells[f"control_{stat}"].mean() if f"control_{stat}" in cells else math.nan
         null = cells[f"null_{stat}"].mean() if f"null_{stat}" in cells else math.nan
@@ -212,11 +222,15 @@ def side_by_side(board: pd.DataFrame, dataset: str,
     """(Markdown section, CSV table, claims for metrics.json) for the published settings of
     Betser et al., Table 1 that this grid's cells match."""
     ok = ok_cells(board)
+    parts = _parts(ok)
     lines = ["# Published tables side by side", "",
              "Betser et al. (2026), Table 1 (unnormalised embeddings), beside this run's raw "
-             "held-out embeddings. Each measured entry is **trained / untrained control / "
-             "Gaussian null**: the control is the same encoder at epoch 0 (same weights, same "
-             "held-out data); the null is Gaussian data of the same n, d and covariance.", ""]
+             "held-out embeddings. Each measured entry is **"
+             + " / ".join(name for _, name in parts) + "**: the control is the same encoder at "
+             "epoch 0 (same weights, same held-out data); the null is Gaussian data of the same "
+             "n, d and covariance"
+             + ("; supervised is the same encoder from the same weights trained with "
+                "cross-entropy on the labels" if len(parts) == 4 else "") + ".", ""]
     rows, claims = [], []
     for (name, arch, objective), pub in BETSER_TABLE1.items():
         cells = ok[(ok.arch == arch) & (ok.objective == objective)] if name == dataset else ok[:0]
@@ -232,12 +246,12 @@ def side_by_side(board: pd.DataFrame, dataset: str,
         for key, part in groups:
             key = key if isinstance(key, tuple) else (key,)
             lines.append("| " + " | ".join(["this run", *(str(v) for v in key),
-                                           *(_measured(part, s) for s in STATS)]) + " |")
+                                           *(_measured(part, s, parts) for s in STATS)]) + " |")
             row: dict[str, Any] = {"setting": pub.setting, **dict(zip(axes, key, strict=True)),
                                    "cells": len(part)}
             for s in STATS:
                 row[f"published_{s}"] = pub.values[s]
-                for prefix in ("", "control_", "null_"):
+                for prefix, _ in parts:
                     col = prefix + s
                     row[f"{prefix or 'trained_'}{s}"] = part[col].mean() if col in part else math.nan
             rows.append(row)

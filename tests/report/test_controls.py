@@ -41,3 +41,25 @@ def test_control_summary_counts_cells():
     (line,) = control_summary(board)
     assert line.startswith("cv: changed by training in 1 of 2 cells")
     assert line.endswith("not changed in 1.")
+
+
+def test_supervised_control_is_the_cell_with_the_same_encoder_and_weights():
+    from pipeline.report.controls import supervised_columns
+
+    def row(cell, objective, arch, seed, cv):
+        return {"cell_id": cell, "objective": objective, "loss": "x", "arch": arch, "n": 100,
+                "embed_dim": 8, "batch_size": 32, "seed": seed, "status": "ok", "cv": cv,
+                "ad_mean": 10 * cv}
+
+    board = pd.DataFrame([row("c0", "contrastive", "mlp", 0, 0.1),
+                          row("c1", "contrastive", "mlp", 1, 0.2),
+                          row("c2", "contrastive", "linear", 0, 0.3),
+                          row("s0", "supervised", "mlp", 0, 0.5),
+                          row("s1", "supervised", "mlp", 1, 0.6)])
+    out = supervised_columns(board).set_index("cell_id")
+    assert out.loc["c0", "supervised_cv"] == 0.5 and out.loc["c1", "supervised_cv"] == 0.6
+    assert out.loc["c1", "supervised_ad_mean"] == 6.0
+    assert pd.isna(out.loc["c2", "supervised_cv"])  # no supervised linear cell
+    assert pd.isna(out.loc["s0", "supervised_cv"])  # a supervised cell is not its own control
+    contrastive_only = board[board.objective == "contrastive"]
+    assert supervised_columns(contrastive_only).equals(contrastive_only)

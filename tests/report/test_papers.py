@@ -108,3 +108,12 @@ def test_side_by_side_without_a_matching_setting():
     assert "No cell of this grid matches a published setting" in text
     assert table.empty and claims == []
     assert ("laplace", "linear", "contrastive") in BETSER_TABLE1
+
+
+def test_side_by_side_adds_the_supervised_control_where_it_exists():
+    cells = _cells(cv=[[0.30, 0.25, 0.20]], control=[[0.12, 0.12, 0.12]])
+    cells["supervised_cv"] = 0.5
+    text, table, _ = side_by_side(cells, "laplace")
+    assert "**trained / untrained control / Gaussian null / supervised**" in text
+    assert "| this run | 8 | 0.3 / 0.12 / – / 0.5 |" in text
+    assert table.supervised_cv.eq(0.5).all()
