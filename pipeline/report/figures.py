@@ -203,6 +203,7 @@ def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str) -> lis
         have = [c[:-5] for c in table.columns if c.endswith("_mean")]
         raise ValueError(f"metric = {metric!r}: not in the table; allowed: {', '.join(have)}")
     keys = group_columns(table)
+    keys = [k for k in keys if table[k].nunique() > 1] or keys[:1]  # what tells the bars apart
     labels = [_label(tuple(r), keys) for r in table[keys].itertuples(index=False)]
     mean = table[f"{metric}_mean"].to_numpy(float)
     err = np.vstack([mean - table[f"{metric}_lo"].to_numpy(float),
