@@ -34,6 +34,12 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     metrics = json.loads((project.path / "reports" / "metrics.json").read_text())
     assert metrics["cells"] == 2 and metrics["failed"] == 0
     assert (project.path / "reports" / "plots" / "recall_vs_k.png").stat().st_size > 0
+    # the tiny grid is Betser's Laplace/linear setting: the published row beside the measured ones
+    paper = (project.path / "reports" / "paper_tables.md").read_text()
+    assert "## Laplace, linear encoder" in paper and "| published |" in paper
+    assert "**trained / untrained control / Gaussian null**" in paper
+    assert {c["claim"] for c in metrics["paper_claims"]} == {"CV falls as the batch size grows",
+                                                             "CV falls as d grows"}
     stats = pd.read_parquet(project.path / "data" / "stats.parquet")
     # 2 cells x (trained, untrained control) x (raw, normalized, projected), in one stage
     assert set(stats.representation) == {"raw", "normalized", "projected"}
