@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -88,8 +89,6 @@ def exists(path: Location) -> bool:
 def remove_tree(path: Location) -> None:
     """Delete a folder (a prefix on object stores) and everything under it, if it exists."""
     if not is_uri(path):
-        import shutil
-
         shutil.rmtree(path, ignore_errors=True)
         return
     fs, inner = filesystem(path)

@@ -167,7 +167,8 @@ def similarity_search_cross_entropy(
     ~1e-12; float32 is about twice as fast, to ~1e-6·(1/τ).
 
     ``workers`` (default: torch's intra-op thread count) row blocks run at once, one thread each:
-    per-tile work is too small for intra-op threads to pay for their synchronisation. With more
+    per-tile work is too small for intra-op threads to pay for their synchronisation, so torch's
+    intra-op thread count is set to 1 for the duration of the call and restored after. With more
     than one worker a ``log_ratio`` callable is called from several threads at once, so it must
     not reuse one output buffer across calls (a buffer per thread is fine). The result does not
     depend on ``workers``. Runs on the device of ``z`` when it is a torch tensor (one worker on
