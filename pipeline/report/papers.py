@@ -29,6 +29,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from pipeline.report.tables import GRID_AXES, ok_cells
+from pipeline.search import fit_loglog_slope
 
 STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 STAT_LABELS = {"cv": "CV", "ad_mean": "AD Avg", "ad_pass_frac": "AD pass",
@@ -61,54 +62,22 @@ BETSER_TABLE1: dict[tuple[str, str, str], Published] = {
 CLAIMS = (("batch_size", "CV falls as the batch size grows"), ("embed_dim", "CV falls as d grows"))
 
 
-def slope(x: np.ndarray, y: np.ndarray, se: np.ndarray | None = None,
-          level: float = 0.95) -> tuple[float, float, float]:
-    """(slope, low, high) of y against log2 x: weighted least squares with weights 1/se².
-
-    Without standard errors (or with any missing) it is ordinary least squares with a Student-t
-    interval; with three or more points the variance is the larger of the weighted one and the
-    residual one. NaN when x has fewer than two distinct values.
-    """
-    x, y = np.log2(np.asarray(x, float)), np.asarray(y, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    n = len(x)
-    if n < 2 or np.unique(x).size < 2:
-        return math.nan, math.nan, math.nan
-    se_ok = se is not None and np.all(np.isfinite(np.asarray(se, float)[keep])) \
-        and np.all(np.asarray(se, float)[keep] > 0)
-    w = 1.0 / np.asarray(se, float)[keep] ** 2 if se_ok else np.ones(n)  # type: ignore[index]
-    xbar, ybar = np.sum(w * x) / w.sum(), np.sum(w * y) / w.sum()
-    sxx = np.sum(w * (x - xbar) ** 2)
-    b = float(np.sum(w * (x - xbar) * (y - ybar)) / sxx)
-    variances, quantiles = [], []
-    if se_ok:
-        variances.append(1.0 / sxx)
-        quantiles.append(float(sps.norm.ppf((1 + level) / 2)))
-    if n >= 3:
-        resid = y - (ybar + b * (x - xbar))
-        variances.append(float(np.sum(w * resid ** 2) / (n - 2) / sxx))
-        quantiles.append(float(sps.t.ppf((1 + level) / 2, n - 2)))
-    if not variances:
-        return b, math.nan, math.nan
-    i = int(np.argmax(variances))
-    half = quantiles[i] * math.sqrt(variances[i])
-    return b, b - half, b + half
-
-
 def log_slope(part: pd.DataFrame, axis: str, col: str,
               level: float = 0.95) -> tuple[float, float, float]:
-    """(slope, low, high) of log2 ``col`` against log2 ``axis``; per-cell standard errors of
-    log2 ``col`` from the ``_lo``/``_hi`` interval by the delta method, se / (value · ln 2)."""
+    """(slope, low, high) of log ``col`` against log ``axis`` by
+    :func:`pipeline.search.fit_loglog_slope`, with each cell's standard error taken from its
+    ``_lo``/``_hi`` interval as a known error (``se_known``); ordinary least squares when the
+    intervals are absent or any of the fitted cells lacks one."""
     value = part[col].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        y = np.where(value > 0, np.log2(value), np.nan)
-        se = None
-        if f"{col}_lo" in part and f"{col}_hi" in part:
-            z = float(sps.norm.ppf((1 + level) / 2))
-            half = (part[f"{col}_hi"] - part[f"{col}_lo"]).to_numpy(float) / (2 * z)
-            se = half / (value * math.log(2))
-    return slope(part[axis].to_numpy(float), y, se, level)
+    se = None
+    if f"{col}_lo" in part and f"{col}_hi" in part:
+        z = float(sps.norm.ppf((1 + level) / 2))
+        se = (part[f"{col}_hi"] - part[f"{col}_lo"]).to_numpy(float) / (2 * z)
+        fitted = np.isfinite(value) & (value > 0)
+        if not (np.isfinite(se[fitted]).all() and (se[fitted] > 0).all()):
+            se = None
+    fit = fit_loglog_slope(part[axis].to_numpy(float), value, se, level, se_known=se is not None)
+    return fit.slope, fit.ci_low, fit.ci_high
 
 
 def _varying(cells: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
@@ -256,8 +225,10 @@ def side_by_side(board: pd.DataFrame, dataset: str,
                     row[f"{prefix or 'trained_'}{s}"] = part[col].mean() if col in part else math.nan
             rows.append(row)
         lines += ["", "Claims:", ""]
+        slopes = {axis: trends(cells, axis, "cv", level) if axis in cells else pd.DataFrame()
+                  for axis, _ in CLAIMS}
         for axis, claim in CLAIMS:
-            table = trends(cells, axis, "cv", level) if axis in cells else pd.DataFrame()
+            table = slopes[axis]
             lines.append(_claim_line(claim, axis, table))
             tested = not table.empty and not table.slope.isna().all()
             claims.append({"setting": pub.setting, "claim": claim, "tested": tested,
@@ -267,9 +238,8 @@ def side_by_side(board: pd.DataFrame, dataset: str,
                            if tested and "training" in table else None})
         lines.append(_gaussianity_line(cells))
         lines.append("")
-        for axis, _ in CLAIMS:
-            if axis in cells:
-                lines += _slopes_table(axis, trends(cells, axis, "cv", level))
+        for axis, table in slopes.items():
+            lines += _slopes_table(axis, table)
     if not rows:
         known = ", ".join(f"{n}/{a}/{o}" for n, a, o in BETSER_TABLE1)
         lines.append(f"No cell of this grid matches a published setting (data.name/arch/objective: "

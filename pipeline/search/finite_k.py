@@ -148,13 +148,19 @@ class SlopeFit:
     level: float = 0.95
 
 
-def fit_loglog_slope(k: Any, gap: Any, gap_se: Any = None, level: float = 0.95) -> SlopeFit:
+def fit_loglog_slope(k: Any, gap: Any, gap_se: Any = None, level: float = 0.95,
+                     se_known: bool = False) -> SlopeFit:
     """(Weighted) least squares of log|gap| on log k, with a t-interval (n − 2 dof) for the slope.
 
     With ``gap_se`` the weights are (|gap|/gap_se)² (delta method: se of log|gap| ≈ se/|gap|); the
     residual variance is estimated, so only the weights' ratios matter. Points whose gap is 0 or
     not finite, or whose gap_se is ≤ 0 or not finite, are dropped and counted. Expect −1 under
     Proposition 1's O(1/k) law; |gap| near the noise floor biases the slope towards 0.
+
+    ``se_known``: ``gap_se`` are standard errors in their own right, not only relative weights.
+    The slope's variance is then the larger of the one they imply, 1/Σ w (log k − mean)², with a
+    normal quantile, and the residual one (three or more points), so scatter beyond the stated
+    errors still widens the interval; two points get the first alone.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level = {level}: confidence level must be in (0, 1)")
@@ -174,12 +180,18 @@ def fit_loglog_slope(k: Any, gap: Any, gap_se: Any = None, level: float = 0.95) 
     design = np.stack([np.ones_like(x), x], axis=1)
     xtwx = design.T @ (design * w[:, None])
     beta = np.linalg.solve(xtwx, design.T @ (w * y))
-    if n < 3:
+    inv = float(np.linalg.inv(xtwx)[1, 1])
+    candidates = []  # (se of the slope, quantile of its interval)
+    if se_known and gap_se is not None:
+        candidates.append((math.sqrt(inv), float(sps.norm.ppf((1.0 + level) / 2.0))))
+    if n >= 3:
+        resid = y - design @ beta
+        s2 = float(w @ resid**2) / (n - 2)
+        candidates.append((math.sqrt(s2 * inv), float(sps.t.ppf((1.0 + level) / 2.0, n - 2))))
+    if not candidates:
         return SlopeFit(float(beta[1]), float(beta[0]), nan, nan, nan, n, dropped, level)
-    resid = y - design @ beta
-    s2 = float(w @ resid**2) / (n - 2)
-    slope_se = math.sqrt(s2 * np.linalg.inv(xtwx)[1, 1])
-    half = float(sps.t.ppf((1.0 + level) / 2.0, n - 2)) * slope_se
+    slope_se, quantile = max(candidates)
+    half = quantile * slope_se
     return SlopeFit(
         float(beta[1]),
         float(beta[0]),

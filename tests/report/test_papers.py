@@ -10,38 +10,45 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.report.papers import BETSER_TABLE1, log_slope, side_by_side, slope, trends
+from pipeline.report.papers import BETSER_TABLE1, log_slope, side_by_side, trends
 
 Z = 1.959963984540054
 
 
-def test_ols_slope_matches_scipy_linregress():
-    x = np.array([8, 16, 32, 64, 128])
-    y = np.array([0.30, 0.26, 0.25, 0.19, 0.17])
-    b, lo, hi = slope(x, y)
-    ref = sps.linregress(np.log2(x), y)
-    half = sps.t.ppf(0.975, len(x) - 2) * ref.stderr
+def test_log_slope_without_intervals_is_ols_on_logs():
+    part = pd.DataFrame({"batch_size": [8, 16, 32, 64, 128],
+                         "cv": [0.30, 0.26, 0.25, 0.19, 0.17]})
+    b, lo, hi = log_slope(part, "batch_size", "cv")
+    ref = sps.linregress(np.log2(part.batch_size), np.log2(part.cv))
+    half = sps.t.ppf(0.975, len(part) - 2) * ref.stderr
     assert b == pytest.approx(ref.slope)
     assert (lo, hi) == pytest.approx((ref.slope - half, ref.slope + half))
 
 
-def test_weighted_slope_two_points_closed_form():
-    # two points: the slope is the difference over log2 spacing; var = se1² + se2² over spacing²
-    b, lo, hi = slope(np.array([8, 128]), np.array([0.2, 0.1]), np.array([0.01, 0.02]))
-    assert b == pytest.approx(-0.1 / 4)
-    half = Z * math.sqrt(0.01**2 + 0.02**2) / 4
+def test_log_slope_takes_intervals_as_known_errors():
+    # two points: slope = Δ log CV / Δ log B; its variance (se1/cv1)² + (se2/cv2)² over Δ log B²
+    part = pd.DataFrame({"batch_size": [8, 128], "cv": [0.2, 0.1],
+                         "cv_lo": [0.2 - Z * 0.01, 0.1 - Z * 0.02],
+                         "cv_hi": [0.2 + Z * 0.01, 0.1 + Z * 0.02]})
+    b, lo, hi = log_slope(part, "batch_size", "cv")
+    assert b == pytest.approx(-0.25)
+    half = Z * math.sqrt(0.05**2 + 0.2**2) / math.log(16)
     assert (lo, hi) == pytest.approx((b - half, b + half))
+    part.loc[0, "cv_lo"] = np.nan  # one cell without an interval: ordinary least squares
+    assert all(math.isnan(v) for v in log_slope(part, "batch_size", "cv")[1:])
 
 
-def test_weighted_slope_uses_residual_scatter_when_larger():
+def test_log_slope_uses_residual_scatter_when_larger():
     # tiny per-point errors but scattered points: the residual variance must widen the interval
-    x, y = np.array([8, 16, 32, 64]), np.array([0.2, 0.1, 0.2, 0.1])
-    _, lo, hi = slope(x, y, np.full(4, 1e-6))
+    part = pd.DataFrame({"batch_size": [8, 16, 32, 64], "cv": [0.2, 0.1, 0.2, 0.1]})
+    part["cv_lo"], part["cv_hi"] = part.cv - 1e-6, part.cv + 1e-6
+    _, lo, hi = log_slope(part, "batch_size", "cv")
     assert lo < 0 < hi
 
 
-def test_slope_undefined_with_one_axis_value():
-    assert all(math.isnan(v) for v in slope(np.array([32, 32]), np.array([0.1, 0.2])))
+def test_log_slope_undefined_with_one_axis_value():
+    part = pd.DataFrame({"batch_size": [32, 32], "cv": [0.1, 0.2]})
+    assert all(math.isnan(v) for v in log_slope(part, "batch_size", "cv"))
 
 
 def _cells(cv, control, axis="batch_size", values=(8, 32, 128), half=0.002):

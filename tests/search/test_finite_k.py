@@ -150,3 +150,17 @@ def test_slope_degenerate_inputs():
         fit_loglog_slope([0, 2], [1.0, 1.0])
     with pytest.raises(ValueError, match=r"level = 1.5"):
         fit_loglog_slope([1, 2], [1.0, 1.0], level=1.5)
+
+
+def test_slope_with_known_errors():
+    # two points, se of log|gap| = 0.05 and 0.2: closed form, normal interval
+    fit = fit_loglog_slope([8, 128], [0.2, 0.1], [0.01, 0.02], level=0.95, se_known=True)
+    assert fit.slope == pytest.approx(-math.log(2) / math.log(16))
+    assert fit.slope_se == pytest.approx(math.hypot(0.05, 0.2) / math.log(16))
+    half = 1.959963984540054 * fit.slope_se
+    assert (fit.ci_low, fit.ci_high) == pytest.approx((fit.slope - half, fit.slope + half))
+    # as relative weights only, two points give no interval
+    assert math.isnan(fit_loglog_slope([8, 128], [0.2, 0.1], [0.01, 0.02]).ci_low)
+    # scatter far beyond the stated errors: the residual variance takes over
+    scattered = fit_loglog_slope([8, 16, 32, 64], [0.2, 0.1, 0.2, 0.1], [1e-6] * 4, se_known=True)
+    assert scattered.ci_low < 0 < scattered.ci_high
