@@ -214,17 +214,21 @@ def _exp_rows_(x: Tensor) -> tuple[Tensor, Tensor]:
     return x, x.sum(dim=1).reciprocal_()
 
 
-def _y_aware_weights(y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
-    """Unnormalised y-Aware targets and their row scales (targets = diag(scale)·weights)."""
+def _label_sq_dists(y: Tensor, sigma: float) -> Tensor:
+    """‖y_i − y_j‖²/(2σ²) for labels ``(N,)`` or ``(N, m)``, ``(N, N)``: as a plain squared
+    distance of y/(√2·σ), from differences (not the expanded square), so it is exact."""
     yy = y.reshape(len(y), -1)
     if not yy.is_floating_point():
         yy = yy.to(torch.get_default_dtype())
-    yy = yy / (math.sqrt(2) * sigma)  # ‖y_i − y_j‖²/(2σ²) as a plain squared distance
-    if yy.shape[1] == 1:  # differences, not the expanded square: exact
-        d2 = (yy - yy.T).square_()
-    else:
-        d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
-    d2.fill_diagonal_(float("inf"))
+    yy = yy / (math.sqrt(2) * sigma)
+    if yy.shape[1] == 1:
+        return (yy - yy.T).square_()
+    return (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
+
+
+def _y_aware_weights(y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
+    """Unnormalised y-Aware targets and their row scales (targets = diag(scale)·weights)."""
+    d2 = _label_sq_dists(y, sigma).fill_diagonal_(float("inf"))
     # the row's largest logit is −(its smallest squared distance): exp(min_i − d2_ij) ≤ 1
     w = torch.sub(d2.amin(dim=1, keepdim=True), d2, out=d2).exp_()
     return w, w.sum(dim=1).reciprocal_()
@@ -259,11 +263,7 @@ def y_aware_two_views(z1: Tensor, z2: Tensor, y: Tensor, tau: float | Tensor,
     ``y_aware(cat(z1, z2), cat(y, y), tau, sigma)`` with the targets built on (B, B), a quarter
     of the (2B, 2B) work. Each row's largest weight is its partner's (distance 0), so
     exp(−‖y_i − y_j‖²/(2σ²)) needs no shift."""
-    yy = y.reshape(len(y), -1).to(z1.dtype) / (math.sqrt(2) * sigma)
-    if yy.shape[1] == 1:
-        d2 = (yy - yy.T).square_()
-    else:
-        d2 = (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
+    d2 = _label_sq_dists(y.to(z1.dtype), sigma)
     return _weighted(torch.cat([z1, z2]), *_tile_two_views(d2.neg_().exp_()), tau, True)
 
 
