@@ -8,19 +8,17 @@ it changes and is laid over ``params.yaml`` key by key.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from pipeline.datasets.registry import DATASETS, resolve_augment_options, resolve_dataset_options
 from pipeline.encoders.registry import ENCODERS, resolve_encoder_options
+from pipeline.grid import GRID_AXES, Cell, DataSpec, GridPoint, GridSpec
+from pipeline.grid import expand as expand_grid
 from pipeline.losses.registry import LOSSES, resolve_options
 from pipeline.losses.schedules import SCHEDULES, resolve_schedule_options
 from pipeline.plugins import load_plugins
@@ -53,21 +51,17 @@ def _as_list(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
 
 
-class GridConfig(_Section):
-    """Axes of the benchmark grid; every combination is one cell."""
+class _Axes(_Section):
+    if TYPE_CHECKING:  # the fields are made from GridPoint below; each is a list of values
+        def __getattr__(self, name: str) -> list[Any]: ...
 
-    objective: list[str]  # contrastive | supervised (cross-entropy on labels, same encoder)
-    loss: list[str]
-    k: list[int]
-    tau: list[float]
-    tau_schedule: list[str]
-    n: list[int]
-    arch: list[str]
-    embed_dim: list[int]
-    batch_size: list[int]
-    seed: list[int]
 
-    _listify = field_validator("*", mode="before")(_as_list)
+# The grid axes come from one place, pipeline.grid.GridPoint: one non-empty list per axis.
+GridConfig = create_model(  # type: ignore[call-overload]
+    "GridConfig", __base__=_Axes, __doc__="Axes of the benchmark grid; every combination is one cell.",
+    __validators__={"_listify": field_validator("*", mode="before")(_as_list)},
+    **{name: (list[hint], Field(min_length=1))  # type: ignore[valid-type]
+       for name, hint in get_type_hints(GridPoint).items()})
 
 
 class TrainConfig(_Section):
@@ -77,13 +71,9 @@ class TrainConfig(_Section):
     negatives: Literal["independent", "in_batch"]
     threads: int = Field(ge=1)  # torch threads per cell; one per core beats two per job
     device: Literal["auto", "cpu", "cuda"]  # auto: CUDA when present
-    bf16: bool  # bf16 autocast on CUDA (ignored on CPU)
-
-
-class CellTrain(TrainConfig):
-    """A cell's training settings: ``train:`` plus the cell's batch size (a grid axis)."""
-
-    batch_size: int = Field(ge=2)
+    precision: Literal["float32", "bfloat16", "auto"]  # bfloat16: autocast on CPU and CUDA
+    memory_format: Literal["contiguous", "channels_last", "auto"]  # of image batches and convs
+    on_code_change: Literal["retrain", "keep", "fail"]  # a done cell trained by other code
 
 
 class StatsConfig(_Section):
@@ -127,6 +117,17 @@ class ReportConfig(_Section):
     baseline: str  # the loss every other variant is compared with (paired across seeds)
     level: float = Field(gt=0.0, lt=1.0)  # confidence level of the intervals
     alpha: float = Field(gt=0.0, lt=1.0)  # significance level of the paired tests
+    columns: list[str]  # the headline metrics of the publishable tables (at most 8)
+    primary: str  # the metric the tables are ranked and sorted by
+
+
+class ProbeConfig(_Section):
+    """Frozen-feature evaluation (SPEC.md §5): linear probe and weighted kNN."""
+
+    c_grid: list[float]  # inverse L2 strengths swept by the linear probe (scikit-learn's C)
+    val_fraction: float = Field(gt=0.0, lt=1.0)  # of the training split, to choose C
+    knn_k: list[int]  # neighbours of the weighted kNN
+    knn_temperature: float = Field(gt=0.0)  # T in the vote weights exp(s/T)
 
 
 STORAGE_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")  # pyarrow.fs
@@ -156,56 +157,11 @@ class Params(_Section):
     stats: StatsConfig
     search: SearchConfig
     bounds: BoundsConfig
+    probe: ProbeConfig
     report: ReportConfig
     geometry: GeometryConfig
     compute: ComputeConfig
     tracking: TrackingConfig
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One grid cell: everything that determines its training run, and its stable id.
-
-    Supervised cells ignore the contrastive axes: their loss is ``cross_entropy`` and k, τ are 0,
-    so the grid holds one supervised cell per (n, arch, embed_dim, seed).
-    """
-
-    cell_id: str
-    objective: str
-    loss: str
-    loss_options: Mapping[str, Any]
-    k: int
-    tau: float
-    tau_schedule: str
-    schedule_options: Mapping[str, Any]
-    n: int
-    arch: str
-    arch_options: Mapping[str, Any]
-    embed_dim: int
-    seed: int
-    train: CellTrain  # train: with this cell's batch size
-    data: DataConfig
-
-    def config(self) -> dict[str, Any]:
-        """The resolved cell config (JSON-ready); its hash is the cell id."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cell_id"}
-        out.update(loss_options=dict(self.loss_options), arch_options=dict(self.arch_options),
-                   schedule_options=dict(self.schedule_options),
-                   train=self.train.model_dump(exclude={"threads"}),  # speed, not results
-                   data=self.data.model_dump())
-        return out
-
-    def grid_values(self) -> dict[str, Any]:
-        return {"objective": self.objective, "loss": self.loss, "k": self.k, "tau": self.tau,
-                "tau_schedule": self.tau_schedule, "n": self.n, "arch": self.arch,
-                "embed_dim": self.embed_dim, "batch_size": self.train.batch_size,
-                "seed": self.seed}
-
-
-def cell_id_of(config: Mapping[str, Any]) -> str:
-    """12 hex digits of SHA-256 over the canonical JSON of the resolved cell config."""
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -384,35 +340,29 @@ def load(path: str | Path = "params.yaml", profile: str | Path | None = None) ->
     return from_mapping(raw)
 
 
-def _cell(params: Params, objective: str, loss: str, k: int, tau: float, schedule: str, n: int,
-          arch: str, dim: int, batch_size: int, seed: int) -> Cell:
-    if objective == "supervised":
-        loss, k, tau, schedule = "cross_entropy", 0, 0.0, "none"
-        loss_opts: dict[str, Any] = {}
-        sched_opts: dict[str, Any] = {}
-    else:
-        loss_opts = params.loss_options[loss]
-        try:  # the schedule's options with the grid's τ as its target, checked together
-            sched_opts = resolve_schedule_options(
-                schedule, {**params.schedule_options[schedule], SCHEDULE_TAU_KEY[schedule]: tau},
-                f"schedule_options.{schedule} (with {SCHEDULE_TAU_KEY[schedule]} = grid.tau {tau})")
+def _schedule_options(params: Params) -> Callable[[str, float], dict[str, Any]]:
+    """The schedule's options with the grid's τ as its target, checked together."""
+    def options(schedule: str, tau: float) -> dict[str, Any]:
+        key = SCHEDULE_TAU_KEY[schedule]
+        try:
+            return resolve_schedule_options(
+                schedule, {**params.schedule_options[schedule], key: tau},
+                f"schedule_options.{schedule} (with {key} = grid.tau {tau})")
         except ValueError as err:
             raise ConfigError(str(err)) from None
-    fields_ = dict(objective=objective, loss=loss, loss_options=loss_opts, k=k, tau=tau,
-                   tau_schedule=schedule, schedule_options=sched_opts, n=n, arch=arch,
-                   arch_options=params.arch_options[arch], embed_dim=dim, seed=seed,
-                   train=CellTrain(**params.train.model_dump(), batch_size=batch_size),
-                   data=params.data)
-    probe = Cell(cell_id="", **fields_)  # type: ignore[arg-type]
-    return Cell(cell_id=cell_id_of(probe.config()), **fields_)  # type: ignore[arg-type]
+    return options
+
+
+def grid_spec(params: Params) -> GridSpec:
+    """The plain description of the grid that :func:`pipeline.grid.expand` turns into cells."""
+    d = params.data
+    return GridSpec(axes={a: tuple(getattr(params.grid, a)) for a in GRID_AXES},
+                    loss_options=params.loss_options, arch_options=params.arch_options,
+                    schedule_options=_schedule_options(params), train=params.train.model_dump(),
+                    data=DataSpec(d.name, d.n_train, d.n_heldout, d.seed, dict(d.options),
+                                  dict(d.augment)))
 
 
 def expand(params: Params) -> list[Cell]:
     """Every combination of the grid axes, in a stable order, with its cell id (no duplicates)."""
-    g = params.grid
-    cells: dict[str, Cell] = {}
-    for combo in itertools.product(g.objective, g.loss, g.k, g.tau, g.tau_schedule, g.n, g.arch,
-                                   g.embed_dim, g.batch_size, g.seed):
-        cell = _cell(params, *combo)
-        cells.setdefault(cell.cell_id, cell)
-    return list(cells.values())
+    return expand_grid(grid_spec(params))

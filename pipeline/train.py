@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pipeline.config import Cell
 from pipeline.datasets import Dataset, make_augmenter
 from pipeline.encoders import (
     autocast_context,
@@ -30,6 +29,7 @@ from pipeline.encoders import (
     pick_device,
     supervised_loss,
 )
+from pipeline.grid import Cell
 from pipeline.losses import LOSSES, LossBatch, in_batch_negatives
 from pipeline.losses.schedules import LearnableTemperature, temperature_at
 from pipeline.losses.synco import enqueue
@@ -184,7 +184,7 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
             idx = order[first:first + bs]
             tau = (_tau(cell, state, step, cell.train.epochs * per_epoch)
                    if cell.objective == "contrastive" else 0.0)
-            with autocast_context(device, cell.train.bf16):
+            with autocast_context(device, cell.train.precision == "bfloat16"):
                 if cell.objective == "supervised":
                     assert y is not None
                     loss = _supervised(state, aug, x, idx, y, gen)

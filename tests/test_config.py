@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, cell_id_of, expand, from_mapping, load, merge
+from pipeline.config import ConfigError, expand, from_mapping, load, merge
+from pipeline.grid import cell_id_of
 from tests.conftest import ROOT
 
 

@@ -19,8 +19,8 @@ import pandas as pd
 import torch
 from safetensors.torch import save
 
-from pipeline.config import Cell
 from pipeline.datasets import Dataset
+from pipeline.grid import Cell
 from pipeline.runtime import storage
 from pipeline.train import DivergedError, embed_heldout, train_cell
 
