@@ -36,6 +36,27 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema(args: argparse.Namespace) -> int:
+    """Print (or write) the JSON schema of params.yaml, or with --profile of a profile."""
+    import json
+
+    from pipeline.config import ConfigError, json_schema, read_yaml
+    from pipeline.plugins import load_plugins
+
+    if args.params:  # the plugins a params file names register their losses first
+        try:
+            load_plugins(read_yaml(args.params).get("plugins") or [])
+        except (ConfigError, ValueError) as err:
+            print(f"cbench schema: {err}", file=sys.stderr)
+            return 2
+    text = json.dumps(json_schema(partial=args.profile), indent=2, sort_keys=True) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("--top", type=int, default=0)
     sub.add_parser("compare", help="two variants side by side (see `cbench compare --help`)",
                    add_help=False)
+    schema = sub.add_parser("schema", help="JSON schema of params.yaml for editors")
+    schema.add_argument("--profile", action="store_true",
+                        help="the schema of a profile (no key is required)")
+    schema.add_argument("--params", help="load the plugins this params file names first")
+    schema.add_argument("--output", "-o", help="write to this file instead of stdout")
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["compare"]:
@@ -59,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "stage":
         return int(importlib.import_module(f"stages.{args.name}").main(args.rest))
+    if args.command == "schema":
+        return _schema(args)
     return _leaderboard(args)
 
 

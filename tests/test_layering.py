@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "pipeline"
 PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "train.py"]
-ALLOWED = {"numpy", "scipy", "torch", "pipeline"} | set(sys.stdlib_module_names)
+# annotated_types: the constraint vocabulary of the options dataclasses (pipeline/options.py)
+ALLOWED = {"numpy", "scipy", "torch", "pipeline", "annotated_types"} | set(sys.stdlib_module_names)
 ALLOWED_ENCODERS = ALLOWED | {"torchvision", "open_clip", "timm", "safetensors"}
 FORBIDDEN_PIPELINE = ("pipeline.runtime", "pipeline.report")
 # sklearn ships the digits set itself; only that loader may import it (lazily).
