@@ -21,18 +21,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pipeline.datasets import Dataset, make_augmenter
-from pipeline.encoders import (
-    autocast_context,
-    classifier_head,
-    make_encoder,
-    pick_device,
-    supervised_loss,
-)
+from pipeline.datasets.registry import make_augmenter
+from pipeline.datasets.synthetic import Dataset
+from pipeline.encoders.device import autocast_context, pick_device
+from pipeline.encoders.registry import make_encoder
+from pipeline.encoders.supervised import classifier_head, supervised_loss
 from pipeline.grid import Cell
-from pipeline.losses import LOSSES, LossBatch, in_batch_negatives
+from pipeline.losses.negatives import enqueue, in_batch_negatives
+from pipeline.losses.registry import LOSSES, LossBatch
 from pipeline.losses.schedules import LearnableTemperature, temperature_at
-from pipeline.losses.synco import enqueue
 from pipeline.seeding import numpy_generator, seeded_init, torch_generator
 
 Augmenter = Callable[[Tensor, torch.Generator], Tensor]

@@ -22,16 +22,17 @@ from pipeline.runtime.context import (
     RESOLVED,
     SEARCH,
     STATS,
-    cells_root,
+    cell_folders,
     read_grid,
     resolved_params,
+    tracking_uri,
 )
-from pipeline.runtime.tracking import Tracker
+from pipeline.runtime.tracking import Tracker, run_key
 
 
-def _histories(root: storage.Location, cell_ids: list[str]) -> pd.DataFrame:
-    frames = [storage.read_frame(storage.cell_dir(root, c) / "history.parquet") for c in cell_ids
-              if (storage.cell_dir(root, c) / "history.parquet").exists()]
+def _histories(folders: dict[str, storage.Dir]) -> pd.DataFrame:
+    frames = [storage.read_frame(f / "history.parquet") for f in folders.values()
+              if (f / "history.parquet").exists()]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -41,21 +42,27 @@ def _log_to_mlflow(board: pd.DataFrame, tracker: Tracker) -> None:
     metric_cols = [c for c in board.columns if c not in leaderboard.GRID_COLUMNS
                    and pd.api.types.is_numeric_dtype(board[c]) and c != "rank"]
     for row in board.itertuples(index=False):
-        if row.cell_id not in runs:
+        run = runs.get(run_key(row.cell_id, row.version))
+        if run is None:
             continue
         values = [(c, getattr(row, c), 0) for c in metric_cols if pd.notna(getattr(row, c))]
-        tracker.log(runs[row.cell_id].info.run_id, metrics=values)
+        tracker.log(run.info.run_id, metrics=values)
     parent = tracker.latest_parent() or tracker.start_parent("report", {})
     tracker.client.log_artifacts(parent, str(REPORTS), artifact_path="reports")
 
 
 def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame,
-            cfg: ReportConfig, root: storage.Location) -> None:
+            cfg: ReportConfig, folders: dict[str, storage.Dir]) -> None:
     """The publishable leaderboard (md, tex, csv, html: mean ± CI over seeds, ranks, provenance,
     paired comparisons against the baseline) and the figures."""
     metrics = [m for m in cfg.metrics if m in board.columns]
     table = aggregate(board, cfg.group_by, metrics, cfg.level)
     notes = notes_for(table, cfg.baseline) + failure_notes(board)
+    if "stale" in board and board.stale.fillna(False).astype(bool).any():
+        stale = board[board.stale.fillna(False).astype(bool)]
+        notes.append(f"{len(stale)} cells are stale: trained by other code or data "
+                     f"(train.on_code_change = keep; changed: "
+                     f"{', '.join(sorted(set(stale.stale_because)))}): {', '.join(stale.cell_id)}")
     if "changed_cv" in board:
         notes.append("Trained vs untrained (control_*: the same encoder at epoch 0, same seed and "
                      "data). " + " ".join(control_summary(board)))
@@ -91,17 +98,17 @@ def publish(board: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame,
             figures.bound_terms(terms.head(12).rename(columns={"total": "bound",
                                                                  "measured_gap": "gap"}),
                                 plots_dir / "bound_terms", label_cols=["loss", "arch", "k", "tau"])
-    figures.norm_histograms(_norms(board, root), plots_dir / "norm_histograms")
+    figures.norm_histograms(_norms(board, folders), plots_dir / "norm_histograms")
 
 
-def _norms(board: pd.DataFrame, root: storage.Location) -> dict[str, np.ndarray]:
+def _norms(board: pd.DataFrame, folders: dict[str, storage.Dir]) -> dict[str, np.ndarray]:
     """Held-out embedding norms of the best cell of each loss variant (by recall@1)."""
     out = {}
     ok = board[board.status == "ok"]
     for loss, part in ok.groupby("loss"):
         best = part.sort_values("recall_at_1", ascending=False).iloc[0] if "recall_at_1" in part \
             else part.iloc[0]
-        z = storage.read_embeddings(storage.cell_dir(root, best.cell_id) / "embeddings.parquet", 0)
+        z = storage.read_embeddings(folders[best.cell_id] / "embeddings.parquet", 0)
         out[f"{loss} ({best.arch}, k={best.k}, τ={best.tau:g})"] = np.linalg.norm(z, axis=1)
     return out
 
@@ -109,9 +116,9 @@ def _norms(board: pd.DataFrame, root: storage.Location) -> dict[str, np.ndarray]
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     grid = read_grid()
-    root = cells_root(params)
-    records = {c: storage.read_json(storage.cell_dir(root, c) / "cell.json") for c in grid.cell_id
-               if (storage.cell_dir(root, c) / "cell.json").exists()}
+    folders = cell_folders(grid)
+    records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
+               if (f / "cell.json").exists()}
     stats, search = pd.read_parquet(STATS), pd.read_parquet(SEARCH)
     bounds, finite_k = pd.read_parquet(BOUNDS), pd.read_parquet(FINITE_K)
     board = leaderboard.build(grid, records, stats, search, params.train.epochs, bounds,
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     REPORTS.mkdir(exist_ok=True)
     (REPORTS / "cells.md").write_text(leaderboard.to_markdown(board))
     board.to_csv(REPORTS / "cells.csv", index=False)
-    publish(board, stats, bounds, params.report, root)
+    publish(board, stats, bounds, params.report, folders)
     metrics = leaderboard.summary_metrics(board)
     metrics["controls"] = control_summary(board)
     section, paper_rows, metrics["paper_claims"] = papers.side_by_side(board, params.data.name,
@@ -132,13 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         pd.DataFrame(columns=["encoder", *one_over_k.CSV_COLUMNS]).to_csv(
             REPORTS / "one_over_k.csv", index=False)
     storage.atomic_write_json(REPORTS / "metrics.json", metrics)
-    history = _histories(root, list(grid.cell_id))
+    history = _histories(folders)
     history = history.rename(columns={c: f"train_{c}" for c in history.columns
                                       if c not in ("epoch", "cell_id")})
     history = history.merge(grid, on="cell_id", how="left")
     history.assign(cell=history.loss + "/" + history.arch + "/k=" + history.k.astype(str) + "/tau="
                    + history.tau.astype(str)).to_csv(REPORTS / "history.csv", index=False)
-    _log_to_mlflow(board, Tracker(params.tracking.uri, params.tracking.experiment))
+    _log_to_mlflow(board, Tracker(tracking_uri(params), params.tracking.experiment))
     n_failed = int((board.status != "ok").sum())
     print(f"report: leaderboard of {len(board)} cells ({n_failed} failed) -> "
           f"{(REPORTS / 'leaderboard.md').resolve()}")

@@ -38,6 +38,7 @@ class DatasetSpec:
     ``augmentation``: its family of views in :data:`AUGMENTATIONS`, whose options dataclass is
     ``data.augment``; ``augment_defaults`` overrides that family's defaults for this dataset.
     ``labels``: what the loader gives as ``y`` (class ids, continuous values, or nothing).
+    ``modules``: where the data are made or read (the code fingerprint of its cells).
     """
 
     load: Loader
@@ -46,6 +47,7 @@ class DatasetSpec:
     labels: Literal["none", "class", "continuous"]
     augmentation: str
     augment_defaults: Mapping[str, Any] = field(default_factory=dict)
+    modules: tuple[str, ...] = ()  # where the data are made or read (its code fingerprint)
 
     @property
     def augment_options(self) -> type:
@@ -96,27 +98,33 @@ class Cifar10Options:
 DATASETS: dict[str, DatasetSpec] = {
     "laplace": DatasetSpec(
         load=lambda n, m, s, o: laplace_dataset(o["input_dim"], n, m, s),
-        options=VectorOptions, kind="vector", labels="none", augmentation="channel_jitter"),
+        options=VectorOptions, kind="vector", labels="none", augmentation="channel_jitter",
+        modules=("pipeline.datasets.synthetic",)),
     "gaussian_mixture": DatasetSpec(
         load=lambda n, m, s, o: gaussian_mixture_dataset(o["input_dim"], n, m, s, o["components"],
                                                          o["mean_std"], o["component_std"]),
-        options=MixtureOptions, kind="vector", labels="class", augmentation="channel_jitter"),
+        options=MixtureOptions, kind="vector", labels="class", augmentation="channel_jitter",
+        modules=("pipeline.datasets.vectors",)),
     "sparse_binary": DatasetSpec(
         load=lambda n, m, s, o: sparse_binary_dataset(o["input_dim"], n, m, s, o["density"]),
-        options=SparseBinaryOptions, kind="vector", labels="none", augmentation="bit_flip"),
+        options=SparseBinaryOptions, kind="vector", labels="none", augmentation="bit_flip",
+        modules=("pipeline.datasets.vectors",)),
     "gaussian_channel": DatasetSpec(
         load=lambda n, m, s, o: gaussian_channel_dataset(o["input_dim"], n, m, s),
-        options=ChannelDataOptions, kind="vector", labels="none", augmentation="channel"),
+        options=ChannelDataOptions, kind="vector", labels="none", augmentation="channel",
+        modules=("pipeline.datasets.gaussian_channel",)),
     "mnist": DatasetSpec(
         load=lambda n, m, s, o: mnist_dataset(n, m, s, o["path"]),
-        options=MnistOptions, kind="image", labels="class", augmentation="image"),
+        options=MnistOptions, kind="image", labels="class", augmentation="image",
+        modules=("pipeline.datasets.images",)),
     "digits": DatasetSpec(
         load=lambda n, m, s, o: digits_dataset(n, m, s),
-        options=NoOptions, kind="image", labels="class", augmentation="image"),
+        options=NoOptions, kind="image", labels="class", augmentation="image",
+        modules=("pipeline.datasets.digits",)),
     "cifar10": DatasetSpec(
         load=lambda n, m, s, o: cifar10_dataset(n, m, s, o["path"]),
         options=Cifar10Options, kind="image", labels="class", augmentation="image",
-        augment_defaults={"hflip": True}),
+        augment_defaults={"hflip": True}, modules=("pipeline.datasets.images",)),
 }
 
 

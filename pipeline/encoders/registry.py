@@ -26,11 +26,13 @@ Builder = Callable[[tuple[int, ...], int, Mapping[str, Any]], nn.Module]
 @dataclass(frozen=True)
 class EncoderSpec:
     """One registered encoder. ``options``: a frozen dataclass of its options
-    (``arch_options.<arch>``, see :mod:`pipeline.options`); ``kind``: the dataset kinds it takes."""
+    (``arch_options.<arch>``, see :mod:`pipeline.options`); ``kind``: the dataset kinds it takes;
+    ``modules``: where its network is built (its code fingerprint)."""
 
     build: Builder
     options: type
     kind: tuple[str, ...]
+    modules: tuple[str, ...] = ()
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -93,12 +95,16 @@ class DinoOptions:
         _weights_given(self)
 
 
+SIMPLE, RESNET, PRETRAINED = ("pipeline.encoders.simple",), ("pipeline.encoders.resnet",), \
+    ("pipeline.encoders.pretrained",)
 ENCODERS: dict[str, EncoderSpec] = {
-    "linear": EncoderSpec(_flat(linear), LinearOptions, ("vector", "image")),
-    "mlp": EncoderSpec(_flat(mlp), MlpOptions, ("vector", "image")),
-    "resnet18": EncoderSpec(lambda s, d, o: resnet18(s, d, **o), ResnetOptions, ("image",)),
-    "clip": EncoderSpec(lambda s, d, o: clip_encoder(s, d, **o), ClipOptions, ("image",)),
-    "dino": EncoderSpec(lambda s, d, o: dino_encoder(s, d, **o), DinoOptions, ("image",)),
+    "linear": EncoderSpec(_flat(linear), LinearOptions, ("vector", "image"), SIMPLE),
+    "mlp": EncoderSpec(_flat(mlp), MlpOptions, ("vector", "image"), SIMPLE),
+    "resnet18": EncoderSpec(lambda s, d, o: resnet18(s, d, **o), ResnetOptions, ("image",), RESNET),
+    "clip": EncoderSpec(lambda s, d, o: clip_encoder(s, d, **o), ClipOptions, ("image",),
+                        PRETRAINED),
+    "dino": EncoderSpec(lambda s, d, o: dino_encoder(s, d, **o), DinoOptions, ("image",),
+                        PRETRAINED),
 }
 
 

@@ -2,7 +2,8 @@
 (SPEC.md §1; Giakoumoglou & Stathaki, arXiv 2410.02401; code ``giakoumoglou/synco``).
 
 The queue and the momentum encoder belong to the training loop's state; here are only pure
-functions: the synthetic negatives, the loss, and ``enqueue``.
+functions: the synthetic negatives and the loss (the queue's update is
+:func:`pipeline.losses.negatives.enqueue`).
 """
 
 from __future__ import annotations
@@ -167,19 +168,3 @@ def synco_loss(
     """
     logits = synco_logits(q, k_pos, queue, synthetic, tau)
     return torch.logsumexp(logits, dim=1).mean() - logits[:, 0].mean()
-
-
-def enqueue(queue: Tensor, keys: Tensor, ptr: int) -> tuple[Tensor, int]:
-    """Write ``keys`` ``(n, d)`` into a copy of ``queue`` ``(K, d)`` from row ``ptr``, wrapping.
-
-    Returns ``(new_queue, (ptr + n) % K)``; the keys are detached. n ≤ K.
-    """
-    k, n = queue.shape[0], keys.shape[0]
-    if n > k:
-        raise ValueError(f"enqueue: {n} keys do not fit a queue of {k}")
-    if not 0 <= ptr < k:
-        raise ValueError(f"enqueue: ptr = {ptr}: must be in [0, {k})")
-    rows = (ptr + torch.arange(n, device=queue.device)) % k
-    new = queue.clone()
-    new[rows] = keys.detach().to(queue.dtype)
-    return new, (ptr + n) % k

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -208,11 +208,11 @@ def _retrieval_row(path: str, cell_id: str, k: int, k_eval: int, tau: float,
     return row
 
 
-def _search_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> tuple[dict[str, Any], list]:
+def _search_cell(cell: Any, dataset: Any, path: str, cfg: Any) -> tuple[dict[str, Any], list]:
     """Retrieval and the similarity-search quantities of one cell; failures become a status."""
     from pipeline.runtime.evaluate import search_cell
 
-    folder = storage.cell_dir(root, cell.cell_id)
+    folder = storage.location(path)
     row: dict[str, Any] = {"cell_id": cell.cell_id, "search_status": "ok", "search_reason": ""}
     sweep: list[dict[str, Any]] = []
     try:
@@ -226,23 +226,25 @@ def _search_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> tuple[dict[str
     return row, sweep
 
 
-def _bounds_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> dict[str, Any]:
+def _bounds_cell(cell: Any, dataset: Any, path: str, cfg: Any) -> dict[str, Any]:
     from pipeline.runtime.evaluate import bounds_cell
 
     try:
-        return bounds_cell(cell, dataset, storage.cell_dir(root, cell.cell_id), cfg)
+        return bounds_cell(cell, dataset, storage.location(path), cfg)
     except Exception as err:  # noqa: BLE001
         return {"cell_id": cell.cell_id, "bound_status": f"failed: {type(err).__name__}: {err}"}
 
 
-def compute_search(cells: Sequence[Any], dataset_path: storage.Location, root: storage.Location, cfg: Any,
-                   compute_cfg: ComputeConfig, n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per cell, the k-sweep rows) for every cell in one Dask compute."""
+def compute_search(cells: Sequence[Any], dataset_path: storage.Location,
+                   folders: Mapping[str, storage.Location], cfg: Any, compute_cfg: ComputeConfig,
+                   n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per cell, the k-sweep rows) for every cell in one Dask compute; ``folders``:
+    each cell's folder in the store."""
     from pipeline.runtime.storage import read_dataset
 
     dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
-    tasks = [delayed(_search_cell)(c, dataset, str(root), cfg, dask_key_name=f"search-{c.cell_id}")
-             for c in cells]
+    tasks = [delayed(_search_cell)(c, dataset, str(folders[c.cell_id]), cfg,
+                                   dask_key_name=f"search-{c.cell_id}") for c in cells]
     with scheduler(compute_cfg, n_workers) as kwargs:
         (results,) = compute(tasks, **kwargs)
     rows = pd.DataFrame([r for r, _ in results])
@@ -250,14 +252,15 @@ def compute_search(cells: Sequence[Any], dataset_path: storage.Location, root: s
     return rows, sweep
 
 
-def compute_bounds(cells: Sequence[Any], dataset_path: storage.Location, root: storage.Location, cfg: Any,
-                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
+def compute_bounds(cells: Sequence[Any], dataset_path: storage.Location,
+                   folders: Mapping[str, storage.Location], cfg: Any, compute_cfg: ComputeConfig,
+                   n_workers: int) -> pd.DataFrame:
     """Theorem 1's terms for every cell, one Dask task per cell."""
     from pipeline.runtime.storage import read_dataset
 
     dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
-    tasks = [delayed(_bounds_cell)(c, dataset, str(root), cfg, dask_key_name=f"bounds-{c.cell_id}")
-             for c in cells]
+    tasks = [delayed(_bounds_cell)(c, dataset, str(folders[c.cell_id]), cfg,
+                                   dask_key_name=f"bounds-{c.cell_id}") for c in cells]
     with scheduler(compute_cfg, n_workers) as kwargs:
         (rows,) = compute(tasks, **kwargs)
     return pd.DataFrame(rows)

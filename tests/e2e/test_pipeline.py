@@ -85,7 +85,7 @@ def test_dag_with_cells_on_a_storage_uri(project, tiny_params, tmp_path_factory)
     assert len(board) == 2 and set(board.status) == {"ok"}
     assert board.cv.notna().all() and board.recall_at_1.notna().all() and board.bound.notna().all()
     assert {p.name for p in shared.iterdir()} == set(board.cell_id)
-    assert not any((project.path / "data" / "cells").glob("*"))  # nothing in the local folder
+    assert not project.cells.exists()  # nothing in the default store
     # the search and bounds tasks read the dataset from the storage too (workers on other nodes)
     assert (store / "datasets" / "laplace.parquet").read_bytes() == \
         (project.path / "data" / "datasets" / "laplace.parquet").read_bytes()
