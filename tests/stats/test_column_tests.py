@@ -66,3 +66,26 @@ def test_calibration_on_gaussian_data():
     assert abs(res.ad_pass.mean() - 0.95) <= 0.03
     assert abs(res.dp_pass.mean() - 0.95) <= 0.03
     assert abs(res.ad.mean() - 0.39) <= 0.04
+
+
+def test_thread_count_changes_results_only_by_rounding(rng):
+    import os
+
+    import torch
+
+    if os.environ.get("CBENCH_TEST_THREADS", "").strip():  # the conftest hook took effect
+        assert torch.get_num_threads() == int(os.environ["CBENCH_TEST_THREADS"])
+    x = rng.laplace(size=(50_000, 3))  # past torch's grain size: reductions may split on threads
+    threads = torch.get_num_threads()
+    try:
+        runs = []
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            runs.append(column_tests(x))
+    finally:
+        torch.set_num_threads(threads)
+    atol = 100 * x.shape[0] * float(np.finfo(np.float64).eps)  # ~N·eps: see above
+    for other in runs[1:]:
+        for field in ("ad", "dp_stat", "dp_p"):
+            np.testing.assert_allclose(getattr(other, field), getattr(runs[0], field), rtol=0,
+                                       atol=atol)
