@@ -22,7 +22,6 @@ from pipeline.config import ConfigError, expand, load
 from pipeline.runtime.context import RESOLVED, TRACKED
 from pipeline.runtime.storage import atomic_write_bytes
 
-
 # Sections tracked by digest: each stage declares the digests of the sections it reads.
 DIGESTED = ("plugins", "data", "loss_options", "schedule_options", "arch_options", "train",
             "stats", "search", "bounds", "probe", "report", "geometry", "tracking")

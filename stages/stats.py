@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         if epoch != final:
             paths.update({(c, epoch): folders[c] / storage.snapshot_name(epoch)
                           for c in ok.cell_id})
-    summary, detail = compute_stats(paths, params.stats, params.compute)
+    # intervals at the level the report reads them back with (report.level)
+    summary, detail = compute_stats(paths, params.stats, params.compute, level=params.report.level)
     table = grid[["cell_id", *GRID_AXES]].merge(summary, on="cell_id", how="inner")
     storage.write_frame(table, STATS)
     storage.write_frame(detail, STATS_DETAIL)

@@ -17,6 +17,30 @@ import yaml
 from pipeline.config import merge, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+THREADS_ENV = "CBENCH_TEST_THREADS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``CBENCH_TEST_THREADS=n``: run every test with n torch intra-op threads.
+
+    ``.ci/run`` runs the numerical tests a second time with another thread count than the
+    default, so a comparison that only holds for one reduction order fails in CI (STYLE.md §15).
+    """
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"{THREADS_ENV} = {value!r}: expected an integer >= 1 (torch threads)")
+    import torch
+
+    torch.set_num_threads(int(value))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    import torch
+
+    source = f"{THREADS_ENV}" if os.environ.get(THREADS_ENV, "").strip() else "default"
+    return f"torch intra-op threads: {torch.get_num_threads()} ({source})"
 
 TINY: dict[str, Any] = {
     "data": {"name": "laplace", "n_train": 600, "n_heldout": 200, "seed": 0,

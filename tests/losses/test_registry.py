@@ -62,6 +62,8 @@ def test_every_loss_runs_and_backpropagates(name):
 
 
 def test_adapters_compute_the_documented_quantities():
+    # `==` where the adapter calls the same loss function on the same tensors (the torch.cat of
+    # supcon's two views included): the same operations in the same order, in one process
     b = _batch()
     assert (
         LOSSES["infonce"].fn(b, 0.2, {}).item()
@@ -93,7 +95,7 @@ def test_synco_adapter_queue_substitute_and_warmup():
     assert LOSSES["synco"].fn(b, 0.2, opts).item() == pytest.approx(want.item(), rel=1e-12)
     queue = torch.randn(16, 5, dtype=torch.float64)
     warm = LossBatch(b.anchor, b.positive, b.negatives, queue=queue, step=3)
-    no_syn = synco_loss(b.anchor, b.positive, queue, None, 0.2)
+    no_syn = synco_loss(b.anchor, b.positive, queue, None, 0.2)  # warm-up: the same call
     assert LOSSES["synco"].fn(warm, 0.2, {**opts, "warmup_steps": 5}).item() == no_syn.item()
 
 
