@@ -70,12 +70,19 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     # the saved weights reproduce the saved embeddings
     model = initial_encoder(cells[0], (16,))
     model.load_state_dict(load_file(folder / "model.safetensors"))
-    again, _ = embed_heldout(model, dataset, cells[0])
-    np.testing.assert_array_equal(again, z0)
-    # the epoch-0 snapshot is the untrained encoder: the control shares the initial weights
-    control = storage.read_embeddings(folder / "embeddings_e0000.parquet", 0)
-    np.testing.assert_array_equal(control, embed_heldout(initial_encoder(cells[0], (16,)),
-                                                         dataset, cells[0])[0])
+    # equal bit for bit: the same weights, kernels and thread count (run_cell uses 1 thread)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        again, _ = embed_heldout(model, dataset, cells[0])
+        np.testing.assert_array_equal(again, z0)
+        # the epoch-0 snapshot is the untrained encoder: the control shares the initial weights
+        control = storage.read_embeddings(folder / "embeddings_e0000.parquet", 0)
+        np.testing.assert_array_equal(control, embed_heldout(initial_encoder(cells[0], (16,)),
+                                                             dataset, cells[0])[0])
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.get_num_threads() == threads  # run_cell restored it
 
 
 def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):

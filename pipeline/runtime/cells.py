@@ -82,8 +82,16 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     file, ``cell.json`` last), so a reader never sees a half-written cell, and the record lists
     each file's size and SHA-256 so that later damage is seen.
     """
+    previous = torch.get_num_threads()
     torch.set_num_threads(threads)
-    final = storage.location(folder)
+    try:
+        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, Any],
+         snapshot_epochs: Sequence[int]) -> CellOutcome:
     work = storage.staging_dir(final)
     start, started = time.perf_counter(), time.time()
     history: list[dict[str, float]] = []

@@ -176,12 +176,12 @@ def _embed_dim(path: storage.Location) -> int:
 
 
 def compute_stats(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig,
-                  compute_cfg: ComputeConfig, *, level: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  compute_cfg: ComputeConfig, *, level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary table, per-coordinate detail table) for all cells in one Dask compute.
 
     Interval columns ``<stat>_lo`` / ``<stat>_hi`` (cv, ad_mean, ad_pass_frac, dp_p_mean,
-    dp_pass_frac) are at confidence ``level``, recorded per row in ``ci_level``. The stage
-    passes ``report.level``; the default only keeps older direct callers working.
+    dp_pass_frac) are at confidence ``level`` (the stage passes ``report.level``), recorded per
+    row in ``ci_level``.
     """
     graph = stats_graph(paths, cfg, level=level)
     with scheduler(compute_cfg, cfg.n_workers) as kwargs:
