@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                          lambda o: done(by_id[o.cell_id], o), params.plugins)
 
     with Claims(store_root(params.compute.storage)) as claims:
-        outcomes = train(todo, claims, run, on_done, lambda e: inspect(e.folder, snaps))
+        trained, reused = train(todo, claims, run, on_done, lambda e: inspect(e.folder, snaps))
+        outcomes = {**reused, **trained}
         synced = _sync_runs(tracker, parent, entries, outcomes, runs, claims)
     if synced:
         print(f"train: logged {synced} done cells that had no finished MLflow run")
@@ -84,10 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     storage.atomic_write_json(GRID, {"cells": rows})
     failed = sum(r["status"] != "ok" for r in rows)
     tracker.log(parent, metrics=[("cells", len(rows), 0), ("cells_failed", failed, 0),
-                                 ("cells_trained", len(outcomes), 0)])
+                                 ("cells_trained", len(trained), 0)])
     tracker.end(parent)  # the invocation succeeded, whatever some cells did
-    print(f"train: trained {sum(o.status == 'ok' for o in outcomes.values())}, failed "
-          f"{failed} in all, reused {count['done']}; cells in {root}/")
+    print(f"train: trained {sum(o.status == 'ok' for o in trained.values())}, failed "
+          f"{failed} in all, reused {count['done']} (and {len(reused)} another driver trained "
+          f"meanwhile); cells in {root}/")
     if failed:  # the grid goes on; the report lists them and its exit status says how many
         print(f"train: {failed} cell(s) failed; their reasons are in the leaderboard",
               file=sys.stderr)

@@ -100,11 +100,16 @@ Runner = Callable[[Sequence[Entry], Callable[[Entry, CellOutcome], None]], list[
 
 def train(todo: Sequence[Entry], claims: Claims, run: Runner,
           on_done: Callable[[Entry, CellOutcome], None],
-          reinspect: Callable[[Entry], CellState]) -> dict[str, CellOutcome]:
+          reinspect: Callable[[Entry], CellState]) -> tuple[dict[str, CellOutcome],
+                                                             dict[str, CellOutcome]]:
     """Train ``todo`` under claims: cells another live driver holds are waited for, then reused
     if it finished them (or trained here if it died). ``on_done`` runs in the driver as each of
-    this driver's cells finishes, before its claim is released."""
+    this driver's cells finishes, before its claim is released.
+
+    Returns (the cells this driver trained, the cells another driver trained meanwhile).
+    """
     outcomes: dict[str, CellOutcome] = {}
+    reused: dict[str, CellOutcome] = {}
     pending = list(todo)
     announced: set[str] = set()
     while pending:
@@ -133,12 +138,12 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
             if state.status == "todo":
                 pending.append(entry)  # its driver died before finishing: claim it next round
             else:
-                outcomes[entry.cell.cell_id] = CellOutcome(
+                reused[entry.cell.cell_id] = CellOutcome(
                     entry.cell.cell_id, "ok" if state.status == "done" else "failed",
                     str(state.record.get("reason", "")), record=dict(state.record))
         if pending and not mine:
             time.sleep(POLL_SECONDS)
-    return outcomes
+    return outcomes, reused
 
 
 def manifest_row(entry: Entry, status: str, reason: str, record: Mapping[str, Any]) -> dict[str, Any]:

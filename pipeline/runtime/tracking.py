@@ -10,10 +10,13 @@ as an input; the experiment opens in the UI's model-training view. Metrics go in
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
@@ -33,16 +36,34 @@ _PAGE = 10_000  # runs per search_runs page
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
+@contextlib.contextmanager
+def _first_use(uri: str) -> Iterator[None]:
+    """An exclusive lock beside a local SQLite store while a client creates its tables and the
+    experiment (two drivers creating one database at once break its schema migration)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 class Tracker:
     """A thin wrapper over :class:`MlflowClient` bound to one experiment."""
 
     def __init__(self, uri: str, experiment: str):
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
-            experiment, tags=dict([EXPERIMENT_KIND]))
-        if exp is not None and exp.tags.get(EXPERIMENT_KIND[0]) is None:
-            self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
+        with _first_use(uri):  # drivers sharing a SQLite file must not create it twice at once
+            self.client = MlflowClient(tracking_uri=uri)
+            exp = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+                experiment, tags=dict([EXPERIMENT_KIND]))
+            if exp is not None and exp.tags.get(EXPERIMENT_KIND[0]) is None:
+                self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
 
     def start_parent(self, stage: str, tags: Mapping[str, str]) -> str:
         run = self.client.create_run(self.experiment_id, run_name=f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
