@@ -119,6 +119,7 @@ class ReportConfig(_Section):
     alpha: float = Field(gt=0.0, lt=1.0)  # significance level of the paired tests
     columns: list[str]  # the headline metrics of the publishable tables (at most 8)
     primary: str  # the metric the tables are ranked and sorted by
+    top: int = Field(ge=1)  # settings in the Markdown and LaTeX tables (all in HTML and CSV)
 
 
 class ProbeConfig(_Section):
