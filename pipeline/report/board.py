@@ -141,7 +141,7 @@ def _provenance(cells: pd.DataFrame) -> tuple[tuple[str, str], ...]:
     out = []
     for label, col in RUN_PROVENANCE:
         values = [str(v) for v in dict.fromkeys(cells[col].dropna()) if str(v)] if col in cells else []
-        if col == "source":  # merged runs: every table named once
+        if col == "source" and values:  # merged runs: every table named once
             values = list(dict.fromkeys(p for v in values for p in v.split(";")))
             values = [", ".join(values)] if len(values) <= 4 else values
         if values:

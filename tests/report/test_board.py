@@ -34,6 +34,7 @@ def test_constant_axes_move_to_the_caption(cells, report_cfg):
     header = next(line for line in md.splitlines() if line.startswith("| "))
     assert [c.strip() for c in header.strip("|").split("|")][:3] == ["#", "loss", "k"]
     assert "| arch" not in md and "τ = 0.1" in md
+    assert b.provenance_text == "git abc1234, params p1, data d1, hardware cpu"  # once, for the run
 
 
 def test_rows_ranked_by_the_primary_with_failures_marked(cells, report_cfg):
