@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from pipeline.grid import GRID_AXES, SUPERVISED
 from pipeline.metrics import METRICS
 
 # the statistics measured on the untrained encoder too (registry: the control_ family)
@@ -67,9 +68,10 @@ def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float =
     return out
 
 
-# A supervised cell shares its initial weights and training rows with the contrastive cells of the
-# same (arch, n, embed_dim, batch_size, seed): pipeline.train seeds both from these alone.
-SUPERVISED_KEYS = ("arch", "n", "embed_dim", "batch_size", "seed")
+# A supervised cell shares its initial weights and training rows with the contrastive cells that
+# agree on every axis a supervised cell has (arch, n, embed_dim, batch_size, seed):
+# pipeline.train seeds both from these alone.
+SUPERVISED_KEYS = tuple(a for a in GRID_AXES if a not in SUPERVISED and a != "objective")
 
 
 def supervised_columns(board: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ figure draws at most ``MAX_LINES`` series (the hue axes are chosen so), and aver
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline.grid import GRID_AXES  # noqa: E402
+from pipeline.grid import GRID_AXES, GridPoint  # noqa: E402
 from pipeline.metrics import is_metric, lookup  # noqa: E402
+from pipeline.report.render import axis_header  # noqa: E402
 from pipeline.report.tables import check_columns, ok_cells  # noqa: E402
 from pipeline.stats import seed_ci  # noqa: E402
 
-CV_AXES = ("n", "embed_dim", "batch_size", "k")  # numeric grid axes to put on a log x axis
-_AXIS_LABELS = {"n": "training size n", "embed_dim": "embedding dimension d",
-                "batch_size": "batch size", "k": "negatives k", "epoch": "epoch"}
+# the integer grid axes (sizes: k, n, d, B) but the seed, to put on a log x axis
+CV_AXES = tuple(f.name for f in fields(GridPoint) if f.type in ("int", int) and f.name != "seed")
 
 
 MAX_LINES = 8  # series per figure: more make an unreadable legend
@@ -117,7 +117,9 @@ def metric_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str
             _lines(ax, part, axis, f"control_{metric}", list(hue), level,
                    suffix=" (untrained)", linestyle="--", colors=colors)
         ax.set_xscale("log", base=2)
-        ax.set(xlabel=_AXIS_LABELS[axis], title=f"{facet} = {value}" if facet else None)
+        symbol = axis_header(axis)
+        ax.set(xlabel=axis if symbol == axis else f"{axis} ({symbol})",
+               title=f"{axis_header(facet)} = {value}" if facet else None)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(_ylabel(metric))
     axes[0][-1].legend(fontsize=7)

@@ -42,7 +42,7 @@ def test_metric_vs_with_control_and_facets(grid_board, tmp_path):
 
 
 def test_metric_vs_unknown_axis(grid_board, tmp_path):
-    with pytest.raises(ValueError, match="axis = 'batch_size': allowed: n, embed_dim"):
+    with pytest.raises(ValueError, match="axis = 'batch_size': allowed: k, n, embed_dim"):
         figures.metric_vs(grid_board, tmp_path / "x", axis="batch_size")
 
 
