@@ -190,7 +190,7 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
     failed = int(table.failed.sum()) if "failed" in table else 0
     if failed:
         notes.append(f"{ROW_MARK}: {failed} cell(s) failed; they are left out of the means "
-                     "(reasons in cells.csv).")
+                     "(reasons in cells.csv): " + _failures(cells, board["axes"]) + ".")
     if "stale" in cells and cells.stale.fillna(False).astype(bool).any():
         n = int(cells.stale.fillna(False).astype(bool).sum())
         notes.append(f"{ROW_MARK}: {n} cell(s) are stale, trained by other code "
@@ -199,6 +199,19 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
         notes.append("Every setting in leaderboard.html and leaderboard_full.csv, every cell "
                      "in cells.csv.")
     return notes
+
+
+def _failures(cells: pd.DataFrame, axes: Sequence[str], most: int = 5) -> str:
+    """The first ``most`` failed cells: id, the varying axes' values, the reason's first line."""
+    bad = cells[cells.status != "ok"] if "status" in cells else cells[:0]
+    parts = []
+    for _, r in bad.head(most).iterrows():
+        where = ", ".join(axis_text(a, r[a]) for a in (*axes, "seed") if a in r)
+        reason = str(r.get("reason") or "failed").strip().splitlines() or ["failed"]
+        text = reason[0] if len(reason[0]) <= 90 else reason[0][:89] + "…"
+        parts.append(f"{r.get('cell_id', '?')} ({where}): {text}")
+    more = f"; and {len(bad) - most} more" if len(bad) > most else ""
+    return "; ".join(parts) + more
 
 
 def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",

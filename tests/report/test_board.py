@@ -45,6 +45,7 @@ def test_rows_ranked_by_the_primary_with_failures_marked(cells, report_cfg):
                                                    ("infonce", 16), ("weince", 4)]
     assert list(t["rank"].iloc[:4]) == [1, 2, 3, 3] and pd.isna(t["rank"].iloc[4])
     assert b.rank_text(4).endswith("‡") and "1 cell(s) failed" in " ".join(b.notes)
+    assert "wei04s0 (weince, k = 4, seed = 0): train: NaN loss" in " ".join(b.notes)
     assert b.seeds == "3 seeds"
     by_risk = make_board(cells, report_cfg(primary="risk_keval"))
     assert by_risk.primary.name == "risk_keval" and by_risk.table.loss.iloc[0] == "dcl"
