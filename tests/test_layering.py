@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "pipeline"
-PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "train.py", "grid.py",
-        "options.py", "seeding.py"]
+PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "probe", "train.py",
+        "grid.py", "options.py", "seeding.py", "metrics.py", "fingerprint.py"]
 # annotated_types: the constraint vocabulary of the options dataclasses (pipeline/options.py)
 ALLOWED = {"numpy", "scipy", "torch", "pipeline", "annotated_types"} | set(sys.stdlib_module_names)
 ALLOWED_ENCODERS = ALLOWED | {"torchvision", "open_clip", "timm", "safetensors"}

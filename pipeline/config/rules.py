@@ -16,6 +16,7 @@ from pipeline.encoders.registry import ENCODERS
 from pipeline.grid import GRID_AXES
 from pipeline.losses.registry import LOSSES
 from pipeline.losses.schedules import SCHEDULES
+from pipeline.metrics import METRICS, is_metric, lookup
 
 Rule = Callable[[Params], Iterator[str]]
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
@@ -167,6 +168,17 @@ def report(p: Params) -> Iterator[str]:
                f"compared with it; allowed: {list(g.loss)}")
     for key in ("metrics", "columns"):
         yield from _duplicates(f"report.{key}", getattr(r, key))
+        for i, name in enumerate(getattr(r, key)):
+            if not is_metric(name):
+                yield (f"report.{key}[{i}] = {name!r}: not a metric of the registry "
+                       f"(pipeline/metrics.py); allowed: {', '.join(METRICS)} and their "
+                       "control_/null_/supervised_/delta_/norm_/proj_ columns")
+    if not is_metric(r.primary):
+        yield (f"report.primary = {r.primary!r}: not a metric of the registry; allowed: "
+               f"{', '.join(n for n, m in METRICS.items() if m.ranked)}")
+    elif not lookup(r.primary).ranked:
+        yield (f"report.primary = {r.primary!r}: a statistic with no better direction cannot rank "
+               f"the rows; allowed: {', '.join(n for n, m in METRICS.items() if m.ranked)}")
 
 
 def compute(p: Params) -> Iterator[str]:

@@ -117,6 +117,8 @@ class ReportConfig(Section):
     columns: list[str] = Field(min_length=1, max_length=8,
                                description="headline metrics of the publishable tables")
     primary: str = Field(description="the metric the tables are ranked and sorted by")
+    top: int = Field(ge=1, description="settings in the Markdown and LaTeX tables (all in the "
+                                       "HTML page and the CSVs)")
 
 
 class GeometryConfig(Section):
