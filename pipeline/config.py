@@ -92,6 +92,17 @@ class SearchConfig(_Section):
     positives: int = Field(ge=1)  # fresh positive views per anchor for the Monte Carlo CE
     encoders: list[Literal["trained", "initial"]]  # initial: the same encoder untrained (fixed φ)
     block: int = Field(ge=1)  # tile size of the blocked CE_m
+    pool: int = Field(ge=2)  # points ζ ~ π for log E e^{s/τ} and the negatives of the CE − R_k sweep
+    fit_k_min: int = Field(ge=1)  # the log-log slope of |CE − R_k| is fitted over k >= fit_k_min
+    fit_k_max: int | None = Field(ge=1)  # ... and k <= fit_k_max (null: no upper end)
+
+    @field_validator("fit_k_max")
+    @classmethod
+    def _fit_range(cls, value: int | None, info: Any) -> int | None:
+        low = info.data.get("fit_k_min")
+        if value is not None and low is not None and value < low:
+            raise ValueError(f"must be >= search.fit_k_min = {low}")
+        return value
 
 
 class BoundsConfig(_Section):
