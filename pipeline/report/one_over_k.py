@@ -43,13 +43,13 @@ def _fit_range(part: pd.DataFrame) -> tuple[int | None, int | None]:
     return end("fit_k_min"), end("fit_k_max")
 
 
-def _slope(part: pd.DataFrame, gaps: np.ndarray) -> SlopeFit:
-    """The fit of log|gaps| on log k over the sweep's declared range, with the gaps' covariance
-    across k when the rows carry it (else their se, as stated errors)."""
+def _slope(part: pd.DataFrame, gaps: np.ndarray, cov_column: str = "gap_cov") -> SlopeFit:
+    """The fit of log|gaps| on log k over the sweep's declared range, with the covariance across k
+    in ``cov_column`` when the rows carry it (else the gaps' se, as stated errors)."""
     k_min, k_max = _fit_range(part)
     k = part.k.to_numpy(float)
-    if "gap_cov" in part and part.gap_cov.notna().all():
-        cov = np.array([list(map(float, row)) for row in part.gap_cov])
+    if cov_column in part and part[cov_column].notna().all():
+        cov = np.array([list(map(float, row)) for row in part[cov_column]])
         return fit_loglog_slope(k, gaps, gap_cov=cov, level=LEVEL, k_min=k_min, k_max=k_max)
     return fit_loglog_slope(k, gaps, part.gap_se.to_numpy(float), LEVEL, se_known=True,
                             k_min=k_min, k_max=k_max)
@@ -70,7 +70,8 @@ def _sig(v: Any) -> float | None:
 def fits(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Per encoder: the slope of log|CE − R_k| on log k over the declared range with its interval,
     whether −1 is inside it, the slope the 1/k expansion predicts over the same range, the
-    expansion's coefficients, k·gap at the largest k, and whether every k is resolved."""
+    expansion's coefficients, the slope (and interval) of the leading-order part
+    gap − c₂/k² − c₃/k³, k·gap at the largest k, and whether every k is resolved."""
     out = {}
     for encoder, part in rows.groupby("encoder"):
         part = part.sort_values("k")
@@ -88,6 +89,12 @@ def fits(rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
         if "gap_expansion" in part:
             entry["slope_expansion"] = _num(_slope(part, part.gap_expansion.to_numpy(float)).slope)
             entry.update({c: _num(last[c]) for c in ("c1", "c1_se", "c2", "c3") if c in part})
+        if "gap_leading" in part:
+            lead = _slope(part, part.gap_leading.to_numpy(float), "gap_leading_cov")
+            entry.update(slope_leading=_num(lead.slope), slope_leading_ci_low=_num(lead.ci_low),
+                         slope_leading_ci_high=_num(lead.ci_high),
+                         leading_covers_minus_one=bool(lead.ci_low <= -1.0 <= lead.ci_high),
+                         leading_lack_of_fit_p=_sig(lead.lack_of_fit_p))
         out[str(encoder)] = entry
     return out
 
@@ -117,7 +124,10 @@ def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path
         slope = (f"{name}: slope {fit['slope']:.4f} [{fit['ci_low']:.4f}, {fit['ci_high']:.4f}]"
                  if fit["slope"] is not None else name)
         if fit.get("slope_expansion") is not None:
-            slope += f", expansion {fit['slope_expansion']:.4f}"
+            slope += f"; expansion {fit['slope_expansion']:.4f}"
+        if fit.get("slope_leading") is not None:
+            slope += (f"; less c₂/k² + c₃/k³: {fit['slope_leading']:.4f} "
+                      f"[{fit['slope_leading_ci_low']:.4f}, {fit['slope_leading_ci_high']:.4f}]")
         _band(full, part, color, slope)
         _band(zoom, part, color, f"{name}: k·(CE − R_k), 95% band")
         if "gap_expansion" in part:

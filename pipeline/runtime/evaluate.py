@@ -95,9 +95,10 @@ def _ce_m(model: nn.Module, cell: Cell, x_anchor: torch.Tensor, x_pool: torch.Te
     return res.ce, res.se
 
 
-def _sweep_summary(prefix: str, sweep: CRNSweep, fit: SlopeFit, expansion: SlopeFit,
+def _sweep_summary(prefix: str, sweep: CRNSweep, fits: dict[str, SlopeFit],
                    own: CRNRow | None) -> dict[str, Any]:
     c_se = np.sqrt(np.diag(sweep.coef_cov))
+    fit, expansion, leading = fits["gap"], fits["expansion"], fits["leading"]
     return {f"{prefix}ce": sweep.ce, f"{prefix}ce_se": sweep.ce_se,
             f"{prefix}r_k": own.risk if own else math.nan,
             f"{prefix}finite_k_gap": own.gap if own else math.nan,
@@ -105,6 +106,8 @@ def _sweep_summary(prefix: str, sweep: CRNSweep, fit: SlopeFit, expansion: Slope
             f"{prefix}slope": fit.slope, f"{prefix}slope_lo": fit.ci_low,
             f"{prefix}slope_hi": fit.ci_high, f"{prefix}slope_lack_of_fit_p": fit.lack_of_fit_p,
             f"{prefix}slope_expansion": expansion.slope,
+            f"{prefix}slope_leading": leading.slope, f"{prefix}slope_leading_lo": leading.ci_low,
+            f"{prefix}slope_leading_hi": leading.ci_high,
             f"{prefix}gap_c1": float(sweep.coef[0]), f"{prefix}gap_c1_se": float(c_se[0]),
             f"{prefix}gap_c2": float(sweep.coef[1]), f"{prefix}gap_c3": float(sweep.coef[2]),
             f"{prefix}gaps_resolved": bool(np.all(np.abs(sweep.gap) >= RESOLVED_Z * sweep.gap_se))}
@@ -118,7 +121,8 @@ def search_cell(cell: Cell, dataset: Dataset, folder: storage.Dir,
     and nested negatives for every k and for both encoders, so the trained and the fixed encoder
     are compared on the same draws too. The slope is fitted over fit_k_min ≤ k ≤ fit_k_max with
     the gaps' covariance across k (anchors + pool); slope_expansion is the same fit to the 1/k
-    expansion c₁/k + c₂/k² + c₃/k³, the slope the theory predicts over that range.
+    expansion c₁/k + c₂/k² + c₃/k³, the slope the theory predicts over that range, and
+    slope_leading the fit to gap − c₂/k² − c₃/k³, whose slope is −1 up to O(k⁻³).
     """
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
     n_anchor = min(cfg.anchors, x.shape[0] // 2)
@@ -138,12 +142,16 @@ def search_cell(cell: Cell, dataset: Dataset, folder: storage.Dir,
         zp = _encode(model, views).reshape(n_anchor, cfg.positives, -1)
         sweep = crn_gap_sweep(za, zp, _encode(model, x_pool), neg_index, ks, cell.tau)
         rows = crn_table(sweep, cell.tau)
-        fit, expansion = (fit_loglog_slope(sweep.ks, gaps, gap_cov=sweep.gap_cov,
-                                           k_min=cfg.fit_k_min, k_max=cfg.fit_k_max)
-                          for gaps in (sweep.gap, sweep.expansion(sweep.ks)))
+        leading, leading_cov = sweep.leading()
+        fits = {name: fit_loglog_slope(sweep.ks, gaps, gap_cov=cov, k_min=cfg.fit_k_min,
+                                       k_max=cfg.fit_k_max)
+                for name, gaps, cov in (("gap", sweep.gap, sweep.gap_cov),
+                                        ("expansion", sweep.expansion(sweep.ks), sweep.gap_cov),
+                                        ("leading", leading, leading_cov))}
         coefs = dict(zip(("c1", "c2", "c3"), map(float, sweep.coef), strict=True))
         sweep_rows += [{"cell_id": cell.cell_id, "encoder": name,
-                        **{**asdict(r), "gap_cov": list(r.gap_cov)}, **coefs,
+                        **{**asdict(r), "gap_cov": list(r.gap_cov),
+                           "gap_leading_cov": list(r.gap_leading_cov)}, **coefs,
                         "c1_se": float(math.sqrt(sweep.coef_cov[0, 0])),
                         "fit_k_min": cfg.fit_k_min, "fit_k_max": cfg.fit_k_max,
                         "n_anchors": sweep.n, "n_positives": sweep.positives,
@@ -151,7 +159,7 @@ def search_cell(cell: Cell, dataset: Dataset, folder: storage.Dir,
         own = next(r for r in rows if r.k == cell.k) if cell.k in ks else None
         ce_m, ce_m_se = _ce_m(model, cell, x_anchor, x_rest, cfg.block)
         prefix = "" if name == "trained" else f"{name}_"
-        summary.update(_sweep_summary(prefix, sweep, fit, expansion, own))
+        summary.update(_sweep_summary(prefix, sweep, fits, own))
         summary.update({f"{prefix}ce_m": ce_m, f"{prefix}ce_m_se": ce_m_se})
     return summary, sweep_rows
 

@@ -140,8 +140,9 @@ class CRNRow:
 
     The fields of `GapRow` (risk, ce and their se on the same draws; gap the control-variate
     estimate; paired is always True), plus gap_se_pool (the pool's part of gap_se), k_gap = k·gap
-    and its se, resolved (|gap| ≥ RESOLVED_Z·gap_se), gap_expansion (c₁/k + c₂/k² + c₃/k³) and
-    gap_cov: the covariance of this k's gap with the gap at each k of the sweep, in sweep order.
+    and its se, resolved (|gap| ≥ RESOLVED_Z·gap_se), gap_expansion (c₁/k + c₂/k² + c₃/k³),
+    gap_cov: the covariance of this k's gap with the gap at each k of the sweep, in sweep order,
+    and gap_leading, gap_leading_cov: the same for gap − c₂/k² − c₃/k³ (`CRNSweep.leading`).
     """
 
     k: int
@@ -161,12 +162,15 @@ class CRNRow:
     resolved: bool
     gap_expansion: float
     gap_cov: tuple[float, ...]
+    gap_leading: float
+    gap_leading_cov: tuple[float, ...]
 
 
 def crn_table(sweep: CRNSweep, tau: float) -> list[CRNRow]:
     """One `CRNRow` per k of ``sweep``, in increasing k."""
     check_tau(tau)
     se, se_pool = sweep.gap_se, sweep.gap_se_pool
+    leading, leading_cov = sweep.leading()
     rows = []
     for i, k in enumerate(sweep.ks):
         low, high = prop1_window(k, tau)
@@ -177,7 +181,8 @@ def crn_table(sweep: CRNSweep, tau: float) -> list[CRNRow]:
             window_high=high, inside=bool(low <= gap <= high), gap_se_pool=float(se_pool[i]),
             k_gap=k * gap, k_gap_se=k * float(se[i]), resolved=bool(abs(gap) >= RESOLVED_Z * se[i]),
             gap_expansion=float(sweep.expansion(k)),
-            gap_cov=tuple(float(v) for v in sweep.gap_cov[i])))
+            gap_cov=tuple(float(v) for v in sweep.gap_cov[i]), gap_leading=float(leading[i]),
+            gap_leading_cov=tuple(float(v) for v in leading_cov[i])))
     return rows
 
 

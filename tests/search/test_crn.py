@@ -143,7 +143,7 @@ def test_standard_errors_account_for_the_shared_pool():
     emb, _, q = _finite_pi(seed=5, m0=50)
     ks, reps, n, m = [2, 8, 32], 300, 200, 10
     cq = q.cumsum(1)
-    gaps, se, se_anchor = [], [], []
+    gaps, se, se_anchor, lead, lead_se = [], [], [], [], []
     for seed in range(reps):
         g = np.random.default_rng(1000 + seed)
         z = g.integers(0, 50, n)
@@ -153,11 +153,17 @@ def test_standard_errors_account_for_the_shared_pool():
         gaps.append(sw.gap)
         se.append(sw.gap_se)
         se_anchor.append(np.sqrt(np.diag(sw.gap_cov - sw.gap_cov_pool)))
+        value, cov = sw.leading()
+        lead.append(value)
+        lead_se.append(np.sqrt(np.diag(cov)))
     spread = np.std(gaps, axis=0, ddof=1)
     rms = np.sqrt(np.mean(np.square(se), axis=0))
     rms_anchor = np.sqrt(np.mean(np.square(se_anchor), axis=0))
     np.testing.assert_allclose(spread / rms, 1.0, atol=0.2)
     assert spread[-1] / rms_anchor[-1] > 1.4
+    # gap − c₂/k² − c₃/k³: its se carries the coefficients' error and their correlation with the gaps
+    np.testing.assert_allclose(np.std(lead, axis=0, ddof=1) / np.sqrt(np.mean(np.square(lead_se),
+                                                                               axis=0)), 1.0, atol=0.2)
     # the covariance across k is real: nested draws make neighbouring k's gaps correlated
     assert np.corrcoef(np.array(gaps).T)[1, 2] > 0.5
 
@@ -175,6 +181,16 @@ def test_table_rows(rng):
         assert r.gap_cov[i] == pytest.approx(r.gap_se**2)
         assert r.gap_expansion == pytest.approx(float(sweep.expansion(r.k)))
         assert 0 <= r.gap_se_pool <= r.gap_se
+        c1, c2, c3 = sweep.coef
+        assert r.gap_leading == pytest.approx(r.gap - c2 / r.k**2 - c3 / r.k**3)
+    # the leading part's covariance is that of the linear combination g_k − c₂/k² − c₃/k³
+    weights = np.zeros((3, 6))
+    for i, k in enumerate(sweep.ks):
+        weights[i, i], weights[i, 4], weights[i, 5] = 1.0, -(k**-2.0), -(k**-3.0)
+    joint = np.block([[sweep.gap_cov, sweep.gap_coef_cov], [sweep.gap_coef_cov.T, sweep.coef_cov]])
+    np.testing.assert_allclose(sweep.leading()[1], weights @ joint @ weights.T, rtol=1e-10,
+                               atol=1e-16)
+    np.testing.assert_allclose([r.gap_leading_cov for r in rows], sweep.leading()[1], rtol=1e-12)
 
 
 def test_bad_inputs(rng):

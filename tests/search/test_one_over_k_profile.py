@@ -36,6 +36,9 @@ def test_finite_k_gap_has_slope_minus_one(tmp_path):
         assert -1.1 <= summary[f"{prefix}slope"] <= -0.9, summary
         # the fitted slope is the one the 1/k expansion predicts over the same range
         assert abs(summary[f"{prefix}slope"] - summary[f"{prefix}slope_expansion"]) < 0.01
+        # and with the expansion's higher terms taken off, the slope is −1
+        assert summary[f"{prefix}slope_leading_lo"] - 0.005 <= -1.0 <= \
+            summary[f"{prefix}slope_leading_hi"] + 0.005, summary
     for r in sweep:
         assert r["resolved"] and abs(r["gap"]) >= 3 * r["gap_se"]
         # the Proposition 1 window holds at every k, up to sampling error

@@ -22,7 +22,8 @@ def _rows(rng, encoder, tau=1.0, fit_k_max=None):
     sweep = crn_gap_sweep(za, zp, rng.normal(size=(m, d)) @ w, nested_negatives(rng, n, m, 64),
                           ks, tau)
     coefs = dict(zip(("c1", "c2", "c3"), map(float, sweep.coef), strict=True))
-    rows = [{"cell_id": "c0", "encoder": encoder, **{**asdict(r), "gap_cov": list(r.gap_cov)},
+    rows = [{"cell_id": "c0", "encoder": encoder,
+             **{**asdict(r), "gap_cov": list(r.gap_cov), "gap_leading_cov": list(r.gap_leading_cov)},
              **coefs, "c1_se": math.sqrt(sweep.coef_cov[0, 0]), "fit_k_min": 8,
              "fit_k_max": fit_k_max} for r in crn_table(sweep, tau)]
     return rows, sweep
@@ -50,6 +51,11 @@ def test_write(rng, tmp_path):
     assert got["c1"] == pytest.approx(sweep.coef[0], abs=1e-5)
     assert got["k_gap_at_k_max"] == pytest.approx(64 * sweep.gap[-1], abs=1e-5)
     assert got["method"] == "wls_sandwich" and got["slope_expansion"] is not None
+    value, cov = sweep.leading()
+    lead = fit_loglog_slope(sweep.ks, value, gap_cov=cov, k_min=8)
+    assert got["slope_leading"] == pytest.approx(lead.slope, abs=1e-5)
+    assert got["slope_leading_ci_high"] == pytest.approx(lead.ci_high, abs=1e-5)
+    assert got["leading_covers_minus_one"] == (lead.ci_low <= -1 <= lead.ci_high)
     png = tmp_path / "plots" / "one_over_k.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 

@@ -13,7 +13,8 @@ from pipeline.train import train_cell
 # data/finite_k.parquet's columns before the CRN estimator; they must all stay
 OLD_COLUMNS = {"cell_id", "encoder", "k", "risk", "risk_se", "ce", "ce_se", "gap", "gap_se",
                "paired", "window_low", "window_high", "inside"}
-NEW_COLUMNS = {"gap_se_pool", "k_gap", "k_gap_se", "resolved", "gap_expansion", "gap_cov", "c1",
+NEW_COLUMNS = {"gap_se_pool", "k_gap", "k_gap_se", "resolved", "gap_expansion", "gap_cov",
+               "gap_leading", "gap_leading_cov", "c1",
                "c1_se", "c2", "c3", "fit_k_min", "fit_k_max", "n_anchors", "n_positives", "pool"}
 
 
@@ -49,5 +50,6 @@ def test_search_cell_rows_and_summary(tmp_path, tiny_params, data, source, pool)
     for prefix in ("", "initial_"):
         assert summary[f"{prefix}finite_k_gap"] == next(
             r["gap"] for r in rows if r["k"] == cell.k and r["encoder"] == (prefix[:-1] or "trained"))
-        for key in ("slope", "slope_lo", "slope_hi", "slope_expansion", "gap_c1", "ce", "ce_m"):
+        for key in ("slope", "slope_lo", "slope_hi", "slope_expansion", "slope_leading",
+                    "slope_leading_lo", "slope_leading_hi", "gap_c1", "ce", "ce_m"):
             assert f"{prefix}{key}" in summary
