@@ -4,7 +4,14 @@ Whiteley (2026), arXiv 2607.09405, Proposition 1 (SPEC.md §3):
 
     −log(1 + e^{2/τ}/k)  ≤  CE − R(φ; k, τ)  ≤  (e^{2/τ} − 1)² / (8k)
 
-so for a fixed φ, |CE − R_k| shrinks like C/k: a log-log slope of −1 (not −1/2).
+so for a fixed φ, |CE − R_k| shrinks like C/k: a log-log slope of −1 (not −1/2), reached as
+k → ∞ (over a finite range the slope is −1 − (c₂/c₁)/k locally; see `pipeline.search.crn`).
+
+Two estimators: the plain one (`k_sweep` with fresh negatives per k, CE apart, paired by
+`ce_minus_risk_table`) and the common-random-number one (`pipeline.search.crn.crn_gap_sweep`,
+tabulated by `crn_table`), whose standard error on the whiteley-k profile is ~7× smaller at k = 8
+and ~500× at k = 512 (the plain one's is ≈ 0.004 at every k there), and which comes with the
+covariance across k that `fit_loglog_slope` needs.
 """
 
 from __future__ import annotations
