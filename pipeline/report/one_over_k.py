@@ -124,9 +124,9 @@ def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path
         slope = (f"{name}: slope {fit['slope']:.4f} [{fit['ci_low']:.4f}, {fit['ci_high']:.4f}]"
                  if fit["slope"] is not None else name)
         if fit.get("slope_expansion") is not None:
-            slope += f"; expansion {fit['slope_expansion']:.4f}"
+            slope += f"\n    expansion's slope {fit['slope_expansion']:.4f}"
         if fit.get("slope_leading") is not None:
-            slope += (f"; less c₂/k² + c₃/k³: {fit['slope_leading']:.4f} "
+            slope += (f"; gap − c₂/k² − c₃/k³: {fit['slope_leading']:.4f} "
                       f"[{fit['slope_leading_ci_low']:.4f}, {fit['slope_leading_ci_high']:.4f}]")
         _band(full, part, color, slope)
         _band(zoom, part, color, f"{name}: k·(CE − R_k), 95% band")
