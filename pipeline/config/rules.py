@@ -139,6 +139,9 @@ def stages(p: Params) -> Iterator[str]:
         yield (f"search.anchors = {p.search.anchors} > data.n_heldout / 2 = {d.n_heldout // 2}: "
                "the other held-out points are the pool of unseen points, at least as many")
     yield from _duplicates("search.k_sweep", p.search.k_sweep)
+    if p.search.fit_k_max is not None and p.search.fit_k_max < p.search.fit_k_min:
+        yield (f"search.fit_k_max = {p.search.fit_k_max}: must be >= search.fit_k_min = "
+               f"{p.search.fit_k_min}")
     yield from _duplicates("search.encoders", p.search.encoders)
     yield from _duplicates("probe.c_grid", p.probe.c_grid)
     yield from _duplicates("probe.knn_k", p.probe.knn_k)

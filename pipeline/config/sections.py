@@ -91,6 +91,10 @@ class SearchConfig(Section):
     encoders: list[Literal["trained", "initial"]] = Field(
         min_length=1, description="initial: the same encoder untrained (a fixed φ)")
     block: PositiveInt = Field(description="tile size of the blocked CE_m")
+    pool: int = Field(ge=2, description="points ζ ~ π for log E e^{s/τ} and the nested negatives "
+                                        "of the CE − R_k sweep")
+    fit_k_min: PositiveInt = Field(description="|CE − R_k| ~ k^slope is fitted over k >= this")
+    fit_k_max: PositiveInt | None = Field(description="... and k <= this (null: no upper end)")
 
 
 class BoundsConfig(Section):

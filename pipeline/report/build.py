@@ -65,11 +65,20 @@ class Summary:
         if tested:  # a claim holds in most of its groups of cells (reports/paper_tables.md)
             out["paper_claims_tested"] = len(tested)
             out["paper_claims_held"] = sum(2 * c["held"] > c["groups"] for c in tested)
-        for key, value in self.extra.items():
-            if isinstance(value, dict):
-                out |= {f"{key}_{k}": v for k, v in value.items()
-                        if isinstance(v, int | float) and not isinstance(v, bool)}
+        out |= _numbers(self.extra)  # e.g. one_over_k_initial_slope
         return out
+
+
+def _numbers(tree: Any, prefix: str = "") -> dict[str, float | int]:
+    """The numeric leaves of nested dicts under ``a_b_c`` keys (booleans and text left out)."""
+    if isinstance(tree, dict):
+        out: dict[str, float | int] = {}
+        for key, value in tree.items():
+            out |= _numbers(value, f"{prefix}_{key}" if prefix else str(key))
+        return out
+    if isinstance(tree, int | float) and not isinstance(tree, bool) and math.isfinite(tree):
+        return {prefix: tree}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,8 @@ class Report:
     figures: tuple[figures.FigureSpec, ...]
     summary: Summary
     mlflow: dict[str, list[tuple[str, float]]]  # cell id -> (registry name, value)
+
+    level: float = 0.95  # of every interval (report.level)
 
     @property
     def failed(self) -> int:
@@ -172,5 +183,6 @@ def build(inputs: Inputs) -> Report:
                   full=full_table(cells, cfg), comparison=comparison, papers_md=section,
                   papers=paper_rows, history=_history(inputs.history, inputs.grid),
                   figures=tuple(specs), summary=_summary(cells, board, claims, cfg.level),
+                  level=cfg.level,
                   mlflow=_mlflow(cells))
 

@@ -62,11 +62,11 @@ def write(report: Report, out: Path, norms: Callable[[str], np.ndarray],
         paths += [png, svg]
     extra = {}
     if len(finite_k):
-        extra["one_over_k"] = one_over_k.write(finite_k, grid, out)
+        extra["one_over_k"] = one_over_k.write(finite_k, grid, out, report.level)
         pictures.append(("|CE − R_k| against k (the O(1/k) law)",
                          (plots / "one_over_k.png").read_bytes()))
     else:  # a grid without contrastive cells: an empty table keeps the DVC outputs complete
-        pd.DataFrame(columns=["encoder", *one_over_k.CSV_COLUMNS]).to_csv(
+        pd.DataFrame(columns=["encoder", *one_over_k.CSV_COLUMNS, "series"]).to_csv(
             out / "one_over_k.csv", index=False)
     paths += write_tables(report, out, pictures)
     summary = dataclasses.replace(report.summary, extra={**report.summary.extra, **extra})
