@@ -1,0 +1,123 @@
+"""Weighted k-nearest-neighbour classification of frozen features (SPEC.md §5).
+
+Wu et al. 2018, "Unsupervised feature learning via non-parametric instance discrimination",
+§3.4, as in DINO's ``eval_knn.py``: bank and queries are L2-normalised (a zero row stays zero,
+similarity 0 to everything); the k bank rows of largest cosine similarity s_j to a query vote for
+their labels with weight exp(s_j / T); the prediction is the class of the largest summed weight.
+
+Ties, made deterministic here (DINO leaves both to ``torch.topk`` / ``sort``):
+- neighbours: rows are ranked by (similarity descending, bank index ascending), so among equal
+  similarities the earlier bank row is the nearer. Only exact float ties count: rows equal in
+  exact arithmetic may differ in the last bit through the BLAS, and then the larger one wins.
+- votes: equal summed weights go to the smallest class id.
+
+Weights are computed as exp((s_j − s_1)/T) in float64 (s_1 the query's largest similarity): the
+same argmax as exp(s_j / T), without overflow at small T. Queries are processed in blocks, so the
+memory is O(block · n_bank); the top max(k) neighbours are found once and every k is scored on
+their prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pipeline.probe import checks
+from pipeline.stats.intervals import wilson_interval
+from pipeline.stats.uncertainty import ConfidenceInterval
+
+BLOCK_ELEMENTS = 1 << 24  # similarities held at once by default (64 MiB in float32)
+
+
+@dataclass(frozen=True)
+class KnnResult:
+    """Weighted-kNN top-1 accuracy of the queries for one k."""
+
+    k: int
+    temperature: float
+    accuracy: float
+    ci: ConfidenceInterval  # Wilson interval at ``ci.level``
+    n_bank: int
+    n_queries: int
+    n_classes: int  # distinct labels of the bank
+
+
+def _ks(k: int | Sequence[int], n_bank: int) -> tuple[int, ...]:
+    single = isinstance(k, int | np.integer) and not isinstance(k, bool)
+    values = [k] if single else k
+    if not isinstance(values, Sequence | np.ndarray) or len(values) == 0:
+        raise ValueError(f"k = {k!r}: need an integer or a non-empty list of integers in "
+                         f"1..n_bank = {n_bank}")
+    out = []
+    for i, v in enumerate(values):
+        name = "k" if single else f"k[{i}]"
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= v <= n_bank:
+            raise ValueError(f"{name} = {v!r}: the number of neighbours must be an integer in "
+                             f"1..n_bank = {n_bank} (the bank's rows)")
+        out.append(int(v))
+    if len(set(out)) != len(out):
+        raise ValueError(f"k = {list(out)}: values must be distinct")
+    return tuple(out)
+
+
+def _top(sims: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
+    """Top-kmax (values, bank indices) per row, ordered by (value desc, index asc)."""
+    vals, idx = sims.topk(kmax, dim=1)
+    # rows where the kmax-th value is shared with rows beyond it: topk's pick is arbitrary
+    spill = (sims >= vals[:, -1:]).sum(dim=1) > kmax
+    if bool(spill.any()):
+        rows = spill.nonzero().squeeze(1)
+        v, i = torch.sort(sims[rows], dim=1, descending=True, stable=True)
+        vals[rows], idx[rows] = v[:, :kmax], i[:, :kmax]
+    order = idx.argsort(dim=1)
+    vals, idx = vals.gather(1, order), idx.gather(1, order)
+    order = vals.argsort(dim=1, descending=True, stable=True)
+    return vals.gather(1, order), idx.gather(1, order)
+
+
+def weighted_knn(bank: Any, bank_labels: Any, queries: Any, query_labels: Any,
+                 k: int | Sequence[int], temperature: float, *, level: float = 0.95,
+                 block: int | None = None, dtype: torch.dtype = torch.float32,
+                 device: str | torch.device | None = None) -> dict[int, KnnResult]:
+    """Weighted-kNN accuracy of ``queries`` against ``bank``, one result per k.
+
+    bank ``(n_bank, d)``, queries ``(n_q, d)``: raw features (numpy or torch), normalised here.
+    bank_labels ``(n_bank,)``, query_labels ``(n_q,)``: integer class ids, any values; every query
+    class must occur in the bank. k: an int or a list of distinct ints in 1..n_bank.
+    temperature: T > 0 of the vote weights exp(s/T) (0.07 in DINO). block: queries per block
+    (default: as many as keep block · n_bank <= 2^24 similarities). device: default the bank's
+    device if a tensor, else the CPU.
+    """
+    checks.level(level)
+    t = checks.positive_float(temperature, "temperature")
+    dev = checks.resolve_device(device, bank, queries)
+    xb = checks.features(bank, "bank", dtype, dev)
+    xq = checks.features(queries, "queries", dtype, dev, n_cols=xb.shape[1])
+    yb_raw = checks.labels(bank_labels, "bank_labels", xb.shape[0], "bank")
+    yq_raw = checks.labels(query_labels, "query_labels", xq.shape[0], "queries")
+    ks = _ks(k, xb.shape[0])
+    n_bank, n_q = xb.shape[0], xq.shape[0]
+    rows = max(1, BLOCK_ELEMENTS // n_bank) if block is None else checks.positive_int(block, "block")
+    classes, yb_np, yq_np = checks.encode_labels(yb_raw, "bank_labels", yq_raw, "query_labels")
+    yb, yq = torch.from_numpy(yb_np).to(dev), torch.from_numpy(yq_np).to(dev)
+    xb, xq = F.normalize(xb, dim=1), F.normalize(xq, dim=1)
+    kmax, n_classes = max(ks), int(classes.size)
+    correct = dict.fromkeys(ks, 0)
+    for start in range(0, n_q, rows):
+        vals, idx = _top(xq[start:start + rows] @ xb.T, kmax)
+        weights = torch.exp((vals.double() - vals[:, :1].double()) / t)  # (b, kmax)
+        neighbour_labels = yb[idx]
+        target = yq[start:start + rows]
+        for kk in ks:
+            votes = torch.zeros(vals.shape[0], n_classes, dtype=torch.float64, device=dev)
+            votes.scatter_add_(1, neighbour_labels[:, :kk], weights[:, :kk])
+            correct[kk] += int((votes.argmax(dim=1) == target).sum())  # first max: smallest id
+    return {kk: KnnResult(k=kk, temperature=t, accuracy=correct[kk] / n_q,
+                          ci=wilson_interval(correct[kk], n_q, level), n_bank=n_bank,
+                          n_queries=n_q, n_classes=n_classes) for kk in ks}
