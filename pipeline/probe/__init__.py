@@ -4,7 +4,7 @@ Pure functions of feature arrays (numpy or torch, CPU or CUDA); they import only
 and torch. Accuracies come with Wilson intervals (``pipeline.stats.intervals.wilson_interval``).
 """
 
-from pipeline.probe.knn import KnnResult, weighted_knn
+from pipeline.probe.knn import KnnResult, knn_predict, weighted_knn
 from pipeline.probe.linear import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -24,6 +24,7 @@ __all__ = [
     "LinearProbeResult",
     "LogisticFit",
     "fit_logistic",
+    "knn_predict",
     "linear_probe",
     "predict",
     "standardize",

@@ -81,11 +81,59 @@ def _top(sims: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     return vals.gather(1, order), idx.gather(1, order)
 
 
+def _inputs(bank: Any, bank_labels: Any, queries: Any, k: int | Sequence[int],
+            temperature: float, block: int | None, dtype: torch.dtype,
+            device: str | torch.device | None) -> tuple[Tensor, np.ndarray, Tensor, tuple[int, ...],
+                                                        float, int]:
+    t = checks.positive_float(temperature, "temperature")
+    dev = checks.resolve_device(device, bank, queries)
+    xb = checks.features(bank, "bank", dtype, dev)
+    xq = checks.features(queries, "queries", dtype, dev, n_cols=xb.shape[1])
+    yb = checks.labels(bank_labels, "bank_labels", xb.shape[0], "bank")
+    ks = _ks(k, xb.shape[0])
+    rows = (max(1, BLOCK_ELEMENTS // xb.shape[0]) if block is None
+            else checks.positive_int(block, "block"))
+    return xb, yb, xq, ks, t, rows
+
+
+def _predict(xb: Tensor, yb: np.ndarray, xq: Tensor, ks: tuple[int, ...], t: float,
+             rows: int) -> dict[int, np.ndarray]:
+    """Predicted class ids (0..K−1 in sorted order of ``np.unique(yb)``) per k."""
+    dev = xb.device
+    ids = torch.from_numpy(np.unique(yb, return_inverse=True)[1].astype(np.int64)).to(dev)
+    n_classes = int(ids.max()) + 1
+    xb, xq = F.normalize(xb, dim=1), F.normalize(xq, dim=1)
+    preds = {kk: torch.empty(xq.shape[0], dtype=torch.int64, device=dev) for kk in ks}
+    for start in range(0, xq.shape[0], rows):
+        vals, idx = _top(xq[start:start + rows] @ xb.T, max(ks))
+        weights = torch.exp((vals.double() - vals[:, :1].double()) / t)  # (b, kmax)
+        neighbour_labels = ids[idx]
+        for kk in ks:
+            votes = torch.zeros(vals.shape[0], n_classes, dtype=torch.float64, device=dev)
+            votes.scatter_add_(1, neighbour_labels[:, :kk], weights[:, :kk])
+            preds[kk][start:start + rows] = votes.argmax(dim=1)  # first max: the smallest id
+    return {kk: p.cpu().numpy() for kk, p in preds.items()}
+
+
+def knn_predict(bank: Any, bank_labels: Any, queries: Any, k: int | Sequence[int],
+                temperature: float, *, block: int | None = None,
+                dtype: torch.dtype = torch.float32,
+                device: str | torch.device | None = None) -> dict[int, np.ndarray]:
+    """Weighted-kNN predicted labels ``(n_q,)`` of ``queries`` (values of bank_labels), per k.
+
+    Arguments as in :func:`weighted_knn`, without the query labels.
+    """
+    xb, yb, xq, ks, t, rows = _inputs(bank, bank_labels, queries, k, temperature, block, dtype,
+                                      device)
+    classes = np.unique(yb)
+    return {kk: classes[p] for kk, p in _predict(xb, yb, xq, ks, t, rows).items()}
+
+
 def weighted_knn(bank: Any, bank_labels: Any, queries: Any, query_labels: Any,
                  k: int | Sequence[int], temperature: float, *, level: float = 0.95,
                  block: int | None = None, dtype: torch.dtype = torch.float32,
                  device: str | torch.device | None = None) -> dict[int, KnnResult]:
-    """Weighted-kNN accuracy of ``queries`` against ``bank``, one result per k.
+    """Weighted-kNN top-1 accuracy of ``queries`` against ``bank``, one result per k.
 
     bank ``(n_bank, d)``, queries ``(n_q, d)``: raw features (numpy or torch), normalised here.
     bank_labels ``(n_bank,)``, query_labels ``(n_q,)``: integer class ids, any values; every query
@@ -95,29 +143,15 @@ def weighted_knn(bank: Any, bank_labels: Any, queries: Any, query_labels: Any,
     device if a tensor, else the CPU.
     """
     checks.level(level)
-    t = checks.positive_float(temperature, "temperature")
-    dev = checks.resolve_device(device, bank, queries)
-    xb = checks.features(bank, "bank", dtype, dev)
-    xq = checks.features(queries, "queries", dtype, dev, n_cols=xb.shape[1])
-    yb_raw = checks.labels(bank_labels, "bank_labels", xb.shape[0], "bank")
-    yq_raw = checks.labels(query_labels, "query_labels", xq.shape[0], "queries")
-    ks = _ks(k, xb.shape[0])
-    n_bank, n_q = xb.shape[0], xq.shape[0]
-    rows = max(1, BLOCK_ELEMENTS // n_bank) if block is None else checks.positive_int(block, "block")
-    classes, yb_np, yq_np = checks.encode_labels(yb_raw, "bank_labels", yq_raw, "query_labels")
-    yb, yq = torch.from_numpy(yb_np).to(dev), torch.from_numpy(yq_np).to(dev)
-    xb, xq = F.normalize(xb, dim=1), F.normalize(xq, dim=1)
-    kmax, n_classes = max(ks), int(classes.size)
-    correct = dict.fromkeys(ks, 0)
-    for start in range(0, n_q, rows):
-        vals, idx = _top(xq[start:start + rows] @ xb.T, kmax)
-        weights = torch.exp((vals.double() - vals[:, :1].double()) / t)  # (b, kmax)
-        neighbour_labels = yb[idx]
-        target = yq[start:start + rows]
-        for kk in ks:
-            votes = torch.zeros(vals.shape[0], n_classes, dtype=torch.float64, device=dev)
-            votes.scatter_add_(1, neighbour_labels[:, :kk], weights[:, :kk])
-            correct[kk] += int((votes.argmax(dim=1) == target).sum())  # first max: smallest id
-    return {kk: KnnResult(k=kk, temperature=t, accuracy=correct[kk] / n_q,
-                          ci=wilson_interval(correct[kk], n_q, level), n_bank=n_bank,
-                          n_queries=n_q, n_classes=n_classes) for kk in ks}
+    xb, yb, xq, ks, t, rows = _inputs(bank, bank_labels, queries, k, temperature, block, dtype,
+                                      device)
+    yq = checks.labels(query_labels, "query_labels", xq.shape[0], "queries")
+    classes, _, yq_ids = checks.encode_labels(yb, "bank_labels", yq, "query_labels")
+    n_q = xq.shape[0]
+    out = {}
+    for kk, pred in _predict(xb, yb, xq, ks, t, rows).items():
+        correct = int((pred == yq_ids).sum())
+        out[kk] = KnnResult(k=kk, temperature=t, accuracy=correct / n_q,
+                            ci=wilson_interval(correct, n_q, level), n_bank=xb.shape[0],
+                            n_queries=n_q, n_classes=int(classes.size))
+    return out

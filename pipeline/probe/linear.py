@@ -84,7 +84,7 @@ class LinearProbeResult:
 def standardize(train: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
     """``(train, *others)`` centred and scaled by train's column mean and std (ddof = 0).
 
-    Statistics in float64 (two passes over row blocks); columns with std 0 are only centred.
+    Statistics and arithmetic in float64 (over row blocks); columns with std 0 are only centred.
     Outputs keep each input's dtype and device.
     """
     n = train.shape[0]
@@ -97,7 +97,16 @@ def standardize(train: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
         ss += ((train[start:start + _ROWS].double() - mean) ** 2).sum(0)
     std = (ss / n).sqrt()
     scale = torch.where(std > 0, std, torch.ones_like(std))
-    return tuple((x - mean.to(x.dtype)) / scale.to(x.dtype) for x in (train, *others))
+    return tuple(_scaled(x, mean, scale) for x in (train, *others))
+
+
+def _scaled(x: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
+    """(x − mean) / scale in float64 per row block, stored in x's dtype: a float32 subtraction
+    would lose the digits of a column whose mean is large against its std."""
+    out = torch.empty_like(x)
+    for start in range(0, x.shape[0], _ROWS):
+        out[start:start + _ROWS] = (x[start:start + _ROWS].double() - mean) / scale
+    return out
 
 
 def validation_split(labels: np.ndarray, val_fraction: float,
