@@ -37,7 +37,7 @@ def resolve_device(device: str | torch.device | None, *arrays: Any) -> torch.dev
 
 
 def features(x: Any, name: str, dtype: torch.dtype, device: torch.device,
-             n_cols: int | None = None) -> Tensor:
+             n_cols: int | None = None, cols_of: str = "train_x") -> Tensor:
     """``x`` as a finite ``(n, d)`` tensor of ``dtype`` on ``device`` (n >= 1, d >= 1)."""
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype = {dtype}: allowed torch.float32 or torch.float64")
@@ -55,7 +55,7 @@ def features(x: Any, name: str, dtype: torch.dtype, device: torch.device,
         raise ValueError(f"{name}.dtype = {t.dtype}: features must be real numbers")
     if n_cols is not None and t.shape[1] != n_cols:
         raise ValueError(f"{name}.shape = {tuple(t.shape)}: expected {n_cols} columns, as many "
-                         "as the training features")
+                         f"as {cols_of}")
     t = t.to(device=device, dtype=dtype)
     bad = int((~torch.isfinite(t)).sum())
     if bad:

@@ -88,7 +88,7 @@ def _inputs(bank: Any, bank_labels: Any, queries: Any, k: int | Sequence[int],
     t = checks.positive_float(temperature, "temperature")
     dev = checks.resolve_device(device, bank, queries)
     xb = checks.features(bank, "bank", dtype, dev)
-    xq = checks.features(queries, "queries", dtype, dev, n_cols=xb.shape[1])
+    xq = checks.features(queries, "queries", dtype, dev, n_cols=xb.shape[1], cols_of="bank")
     yb = checks.labels(bank_labels, "bank_labels", xb.shape[0], "bank")
     ks = _ks(k, xb.shape[0])
     rows = (max(1, BLOCK_ELEMENTS // xb.shape[0]) if block is None
