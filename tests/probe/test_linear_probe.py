@@ -188,3 +188,16 @@ def test_label_ids_and_input_types_do_not_matter(rng):
                            torch.from_numpy(yt), GRID, 0.2, np.random.default_rng(4),
                            dtype=torch.float64, device="cpu")
     assert relabelled == ref and tensors == ref
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_probe_equals_the_cpu_probe(rng):
+    x, y = _blobs(rng, 2000, shift=3.0)
+    xt, yt = _blobs(rng, 1000, shift=3.0)
+    cpu = linear_probe(x, y, xt, yt, GRID, 0.2, np.random.default_rng(5), dtype=torch.float64,
+                       tol=TOL)
+    gpu = linear_probe(torch.from_numpy(x).cuda(), y, torch.from_numpy(xt).cuda(), yt, GRID, 0.2,
+                       np.random.default_rng(5), dtype=torch.float64, tol=TOL)
+    assert gpu.c == cpu.c
+    assert abs(gpu.accuracy - cpu.accuracy) <= 1 / 1000  # other kernels: at most one flip

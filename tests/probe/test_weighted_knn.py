@@ -102,3 +102,14 @@ def test_shuffled_labels_give_chance_inside_the_interval(rng):
     bank, queries = rng.normal(size=(3000, 16)), rng.normal(size=(2000, 16))
     for r in weighted_knn(bank, yb, queries, yq, [20, 200], 0.07).values():
         assert r.ci.low <= 0.1 <= r.ci.high, r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_equals_cpu(rng):
+    bank, labels, queries, _ = _data(rng, n_bank=500, n_q=300, d=16)
+    cpu = knn_predict(bank, labels, queries, [1, 20, 200], 0.07)
+    gpu = knn_predict(torch.from_numpy(bank).cuda(), labels, torch.from_numpy(queries).cuda(),
+                      [1, 20, 200], 0.07)
+    for k in cpu:  # discrete predictions; other kernels may flip a near-tie: allow one
+        assert np.sum(gpu[k] != cpu[k]) <= 1
