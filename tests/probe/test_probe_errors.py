@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.probe import knn_predict, linear_probe, validation_split, weighted_knn
+from pipeline.probe import fit_logistic, knn_predict, linear_probe, validation_split, weighted_knn
 
 X, Y = np.random.default_rng(0).normal(size=(20, 3)), np.arange(20) % 2
 XT, YT = np.random.default_rng(1).normal(size=(6, 3)), np.arange(6) % 2
@@ -68,6 +68,12 @@ def test_validation_split_without_any_class_of_two_rows():
             "val_fraction = 0.2: the validation split is empty (every class of train_y has a "
             "single row, n = 3); the probe needs a class with >= 2 training rows to choose C")):
         validation_split(np.array([0, 1, 2]), 0.2, RNG)
+
+
+def test_fit_logistic_needs_ids_in_range():
+    with pytest.raises(ValueError, match=re.escape(
+            "y: shape (20,), values 0..2: expected (20,) class ids in 0..n_classes − 1 = 1")):
+        fit_logistic(torch.from_numpy(X), torch.from_numpy(np.arange(20) % 3), 2, 1.0)
 
 
 KNN_CASES = [
