@@ -20,10 +20,11 @@ Protocol of :func:`linear_probe`:
    fitting part) and score top-1 accuracy on the held-out split, with a Wilson interval.
 
 Numerics: the features (the n × d matmuls) are in ``dtype`` (float32 by default, float64 for
-tight comparisons) on ``device``; the parameters, the L-BFGS state, the loss sum and the
-gradient are float64. Stopping: max |∂objective| <= ``tol`` (scikit-learn's ``tol``, which
+tight comparisons) on ``device``; the parameters, the L-BFGS state and the loss sum are
+float64 (the gradient's matmul runs in ``dtype``, its result is float64). Stopping: max |∂objective| <= ``tol`` (scikit-learn's ``tol``, which
 scipy's L-BFGS-B applies the same way as ``gtol``), or ``max_iter`` iterations (CLIP's 1000),
-or a loss change below ``tolerance_change`` (the float32 floor). Predicted class: the argmax of
+or a change of the loss or of the step below 1e-12 for float32 features (64·eps for float64:
+scipy's ftol), where float loss differences stop meaning anything. Predicted class: the argmax of
 the logits, ties to the smallest class id.
 
 Resolution of the sweep: C's penalty contributes W/(Cn) to the gradient. Once that is below
@@ -198,8 +199,9 @@ def fit_logistic(x: Tensor, y: Tensor, n_classes: int, c: float, *,
         opt.step(closure)
         loss, grad = _objective(x, flat_target, theta, lam)  # the reported point, once more
     grad_max = float(grad.abs().max())
-    return LogisticFit(coef=theta[:, :d].cpu().numpy().copy(), intercept=theta[:, d].cpu().numpy().copy(),
-                       c=float(c), loss=float(loss), grad_max=grad_max,
+    coef, intercept = theta[:, :d].cpu().numpy().copy(), theta[:, d].cpu().numpy().copy()
+    return LogisticFit(coef=coef, intercept=intercept, c=float(c), loss=float(loss),
+                       grad_max=grad_max,
                        n_iter=int(opt.state[theta].get("n_iter", 0)), converged=grad_max <= tol)
 
 
@@ -263,7 +265,7 @@ def linear_probe(train_x: Any, train_y: Any, test_x: Any, test_y: Any,
     for c in grid:
         fits.append(fit_logistic(x_fit, y_fit, k, c, tol=tol, max_iter=max_iter,
                                  init=fits[-1] if fits else None))
-        val_acc.append(float((predict(fits[-1], x_val) == y_val).double().mean()))
+        val_acc.append(int((predict(fits[-1], x_val) == y_val).sum()) / val_rows.size)
     del x_fit, x_val
     best = int(np.argmax(val_acc))  # first maximum: ties to the smaller C
     final = fit_logistic(xtr, ytr, k, grid[best], tol=tol, max_iter=max_iter, init=fits[best])
