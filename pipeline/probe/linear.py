@@ -2,8 +2,8 @@
 
 Protocol of :func:`linear_probe`:
 
-1. Standardise the features with the training split's own mean and std (ddof = 0, computed in
-   float64); a constant column (std 0) is centred and left unscaled. The validation rows below
+1. Standardise the features with the training split's own mean and std (ddof = 0); a constant
+   column (std 0) is centred and left unscaled. The validation rows below
    are standardised with the same whole-training-split statistics (as scikit-learn's
    ``StandardScaler`` fitted once on the training split would do).
 2. Split the training rows into a fitting part and a validation part: per class c, a seeded
@@ -52,7 +52,6 @@ from pipeline.stats.uncertainty import ConfidenceInterval
 DEFAULT_TOL = 1e-4  # scikit-learn's default tol of LogisticRegression
 DEFAULT_MAX_ITER = 1000  # CLIP's linear-probe setting
 HISTORY_SIZE = 10  # L-BFGS memory: scipy's L-BFGS-B default (maxcor)
-_ROWS = 8192  # row block of the float64 mean/std pass
 
 
 @dataclass(frozen=True)
@@ -92,29 +91,19 @@ class LinearProbeResult:
 def standardize(train: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
     """``(train, *others)`` centred and scaled by train's column mean and std (ddof = 0).
 
-    Statistics and arithmetic in float64 (over row blocks); columns with std 0 are only centred.
-    Outputs keep each input's dtype and device.
+    Arithmetic in train's dtype, corrected two-pass: shift by a first mean m (x − m is exact by
+    Sterbenz's lemma wherever x lies within a factor 2 of m), then the mean and the variance of
+    the shifted values. Constant columns (max = min) are centred exactly to 0 and not scaled.
     """
     n = train.shape[0]
-    total = torch.zeros(train.shape[1], dtype=torch.float64, device=train.device)
-    for start in range(0, n, _ROWS):
-        total += train[start:start + _ROWS].double().sum(0)
-    mean = total / n
-    ss = torch.zeros_like(mean)
-    for start in range(0, n, _ROWS):
-        ss += ((train[start:start + _ROWS].double() - mean) ** 2).sum(0)
-    std = (ss / n).sqrt()
-    scale = torch.where(std > 0, std, torch.ones_like(std))
-    return tuple(_scaled(x, mean, scale) for x in (train, *others))
-
-
-def _scaled(x: Tensor, mean: Tensor, scale: Tensor) -> Tensor:
-    """(x − mean) / scale in float64 per row block, stored in x's dtype: a float32 subtraction
-    would lose the digits of a column whose mean is large against its std."""
-    out = torch.empty_like(x)
-    for start in range(0, x.shape[0], _ROWS):
-        out[start:start + _ROWS] = (x[start:start + _ROWS].double() - mean) / scale
-    return out
+    constant = train.amax(dim=0) == train.amin(dim=0)
+    shift = torch.where(constant, train[0], train.sum(dim=0) / n)
+    out = train - shift
+    correction = out.sum(dim=0) / n
+    var = (out.pow(2).sum(dim=0) / n - correction.pow(2)).clamp_(min=0.0)
+    scale = torch.where(constant | (var == 0), torch.ones_like(var), var.sqrt())
+    return (out.sub_(correction).div_(scale),
+            *((x - shift).sub_(correction).div_(scale) for x in others))
 
 
 def validation_split(labels: np.ndarray, val_fraction: float,
@@ -190,14 +179,20 @@ def fit_logistic(x: Tensor, y: Tensor, n_classes: int, c: float, *,
 
     flat_target = torch.arange(n, device=x.device) * n_classes + y
 
+    last: list[Tensor] = []  # the latest evaluation: point, loss, gradient
+
     def closure() -> Tensor:
         loss, grad = _objective(x, flat_target, theta, lam)
         theta.grad = grad
+        last[:] = [theta.clone(), loss, grad]
         return loss
 
     with torch.no_grad():
         opt.step(closure)
-        loss, grad = _objective(x, flat_target, theta, lam)  # the reported point, once more
+        if torch.equal(last[0], theta):  # the line search ended on its last evaluation
+            loss, grad = last[1], last[2]
+        else:
+            loss, grad = _objective(x, flat_target, theta, lam)
     grad_max = float(grad.abs().max())
     coef, intercept = theta[:, :d].cpu().numpy().copy(), theta[:, d].cpu().numpy().copy()
     return LogisticFit(coef=coef, intercept=intercept, c=float(c), loss=float(loss),
