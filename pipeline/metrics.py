@@ -8,12 +8,14 @@ and nothing else names metrics.
 
 Derived columns resolve through :func:`lookup` from a base metric and a prefix:
 
-- ``norm_`` / ``proj_``: the statistic of the L2-normalised embeddings / of random projections
-  (same direction as the base);
+- ``norm_`` / ``proj_`` / ``backbone_``: the statistic of the L2-normalised embeddings / of
+  random projections / of the backbone's features before the encoder's head (same direction as
+  the base);
 - ``control_``: the same encoder before training (epoch 0, same seed and held-out data);
   ``initial_``: the untrained encoder in the search stage; ``null_``: Gaussian data of the same
   n, d and covariance; ``supervised_``: the supervised cell sharing the encoder, its initial
-  weights and training rows; ``delta_``: trained − untrained. None of these is ranked.
+  weights and training rows; ``delta_``: trained − untrained; ``raw_``: the raw inputs (no
+  encoder). None of these is ranked. ``weighted_knn_<k>`` is one metric per k.
 
 A representation prefix may precede one other (``norm_null_cv``). Which prefixes a base metric
 takes is part of its entry (``families``). To add a metric, add one ``Metric(...)`` to
@@ -29,7 +31,9 @@ from typing import Literal
 Better = Literal["higher", "lower", "neither"]
 
 REPRESENTATIONS = {"norm_": ("normalised", "of the L2-normalised embeddings"),
-                   "proj_": ("projected", "of random 1-D projections of the embeddings")}
+                   "proj_": ("projected", "of random 1-D projections of the embeddings"),
+                   "backbone_": ("backbone", "of the backbone's features (before the encoder's "
+                                             "head)")}
 CONTROLS = {
     "control_": ("untrained", "of the same encoder before training (epoch 0, same seed and "
                               "held-out data)"),
@@ -38,10 +42,14 @@ CONTROLS = {
     "supervised_": ("supervised", "of the supervised cell with the same encoder, initial "
                                   "weights and training rows"),
     "delta_": ("Δ untrained", "trained minus untrained (the same encoder at epoch 0)"),
+    "raw_": ("raw input", "of the raw inputs themselves (pixels or input vectors), no encoder"),
 }
 _BETSER = frozenset({"norm_", "proj_", "control_", "null_", "supervised_", "delta_"})
 _GEOMETRY = frozenset({"norm_", "proj_"})
 _SEARCH = frozenset({"initial_"})
+_PROBE = frozenset({"backbone_", "control_", "supervised_", "delta_", "raw_"})
+# weighted_knn_<k>: one metric per k of probe.knn_k (parametrised, resolved by lookup)
+KNN_PREFIX = "weighted_knn_"
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,12 @@ _ENTRIES = (
            "SPEC §2, Wang & Isola (2020)", _GEOMETRY),
     Metric("eff_rank", "Eff. rank", "Effective rank: exp of the entropy of the normalised "
            "singular values", "higher", ".1f", "", "SPEC §2, Roy & Vetterli (2007)", _GEOMETRY),
+    Metric("linear_probe", "Linear probe", "Top-1 accuracy on the held-out split of a "
+           "multinomial logistic regression on the frozen, standardised features (L2 strength "
+           "chosen on a validation split)", "higher", ".1f", "%",
+           "SPEC §5, Radford et al. (2021) CLIP §3.2", _PROBE),
+    Metric("linear_probe_c", "Probe C", "The inverse L2 strength the linear probe chose on its "
+           "validation split", "neither", ".3g", "", "SPEC §5"),
     Metric("final_loss", "Train loss", "Training loss of the last epoch (scales differ between "
            "losses)", "neither", ".3g", "nats", "SPEC §1"),
 )
@@ -170,15 +184,29 @@ def _derived(base: Metric, name: str, rep: str, control: str) -> Metric:
                    families=frozenset())
 
 
+def _knn(name: str) -> Metric | None:
+    """``weighted_knn_<k>``: the weighted kNN accuracy with k neighbours."""
+    k = name.removeprefix(KNN_PREFIX)
+    if not (name.startswith(KNN_PREFIX) and k.isdigit() and int(k) > 0):
+        return None
+    return Metric(name, f"kNN@{int(k)}", f"Top-1 accuracy of a weighted kNN on the frozen "
+                  f"features: the {int(k)} most cosine-similar training points vote with weight "
+                  "exp(s/T)", "higher", ".1f", "%", "SPEC §5, Wu et al. (2018)", _PROBE)
+
+
+def _base(name: str) -> Metric | None:
+    return METRICS.get(name) or _knn(name)
+
+
 def _resolve(name: str) -> Metric | None:
-    if name in METRICS:
-        return METRICS[name]
+    if _base(name) is not None:
+        return _base(name)
     for rep in ("", *REPRESENTATIONS):
         if not name.startswith(rep):
             continue
         rest = name[len(rep):]
         for control in ("", *CONTROLS):
-            base = METRICS.get(rest[len(control):]) if rest.startswith(control) else None
+            base = _base(rest[len(control):]) if rest.startswith(control) else None
             if (rep or control) and base is not None and {rep, control} - {""} <= base.families:
                 return _derived(base, name, rep, control)
     return None
@@ -198,8 +226,8 @@ def lookup(name: str) -> Metric:
     if metric is None:
         families = ", ".join(f"{p}<metric>" for p in (*REPRESENTATIONS, *CONTROLS))
         raise ValueError(f"metric {name!r}: not in the registry (pipeline/metrics.py); allowed: "
-                         f"{', '.join(METRICS)}, and the derived columns {families} where the "
-                         "metric has them")
+                         f"{', '.join(METRICS)}, {KNN_PREFIX}<k>, and the derived columns "
+                         f"{families} where the metric has them")
     return metric
 
 

@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     report = build(Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                           pd.read_parquet(ctx.BOUNDS), finite_k,
                           pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
-                          params, storage.file_sha256(ctx.RESOLVED)[:12]))
+                          params, storage.file_sha256(ctx.RESOLVED)[:12],
+                          pd.read_parquet(ctx.PROBE)))
 
     def norms(cell_id: str) -> np.ndarray:
         z = storage.read_embeddings(folders[cell_id] / "embeddings.parquet", 0)

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
 from pipeline.config import Params
+from pipeline.datasets import DATASETS
 from pipeline.report import figures, leaderboard, papers
 from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
+from pipeline.report.probe import probe_columns
 from pipeline.report.tables import axes_in, metrics_in, ok_cells
 
 
@@ -33,6 +35,7 @@ class Inputs:
     history: pd.DataFrame  # every cell's history.parquet, concatenated
     params: Params
     params_hash: str
+    probe: pd.DataFrame = field(default_factory=pd.DataFrame)  # data/probe.parquet
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,11 @@ def _history(history: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
     return grouped[values].median().join(grouped.size().rename("cells")).reset_index()
 
 
+def _asks_for_probe(cfg: Any) -> bool:
+    names = [*cfg.columns, *cfg.metrics]
+    return any(n.endswith("linear_probe") or "weighted_knn_" in n for n in names)
+
+
 def build(inputs: Inputs) -> Report:
     """Every table, figure spec and metric of the report, from the stage tables."""
     params = inputs.params
@@ -171,8 +179,12 @@ def build(inputs: Inputs) -> Report:
     cells = leaderboard.join(inputs.grid, inputs.records, inputs.stats, inputs.search,
                              params.train.epochs, inputs.bounds, inputs.params_hash, cfg.level,
                              cfg.primary)
+    cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)
     comparison = _comparison(cells, params)
     board = make_board(cells, cfg, params.data.name, comparison=comparison)
+    if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
+        board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
+                                      f"computed, {params.data.name} has no class labels."))
     section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level)
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]

@@ -25,8 +25,9 @@ from scipy import stats as sps
 from pipeline.grid import GRID_AXES, SUPERVISED
 from pipeline.metrics import METRICS
 
-# the statistics measured on the untrained encoder too (registry: the control_ family)
-CONTROL_STATS = tuple(m.name for m in METRICS.values() if "control_" in m.families)
+# the distribution statistics measured on the untrained encoder too, by the stats stage
+# (registry: the control_ and null_ families; the probe's control_ columns come from its stage)
+CONTROL_STATS = tuple(m.name for m in METRICS.values() if {"control_", "null_"} <= m.families)
 
 
 def difference_interval(est_t: float, lo_t: float, hi_t: float, est_c: float, lo_c: float,

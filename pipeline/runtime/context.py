@@ -34,6 +34,7 @@ STATS_DETAIL = DATA / "stats_detail.parquet"
 SEARCH = DATA / "search.parquet"
 FINITE_K = DATA / "finite_k.parquet"  # CE − R_k per cell, encoder and k
 BOUNDS = DATA / "bounds.parquet"
+PROBE = DATA / "probe.parquet"  # linear probe and weighted kNN per cell, state and layer
 REPORTS = Path("reports")
 
 
