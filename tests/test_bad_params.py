@@ -124,7 +124,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
      "geometry.class_counts[0] = [10]: list should have at least 2 items"),
     ("simplex-dimension", {"geometry.d": 2, "geometry.class_counts": [[5, 5, 5, 5, 5, 5]]},
      "6 classes need geometry.d >= 5"),
-    ("knn-above-bank", {"probe.knn_k": [20, 500]}, "probe.knn_k[1] = 500 > min(grid.n) = 256"),
+    ("knn-above-bank", {"probe.knn_k": [20, 700]}, "probe.knn_k[1] = 700 > data.n_train = 600"),
     ("val-fraction-one", {"probe.val_fraction": 1.0}, "probe.val_fraction = 1.0: input should be"),
     ("empty-c-grid", {"probe.c_grid": []}, "probe.c_grid = []: list should have at least 1"),
     ("negative-c", {"probe.c_grid": [1.0, -1.0]}, "probe.c_grid[1] = -1.0: input should be"),

@@ -146,8 +146,8 @@ def stages(p: Params) -> Iterator[str]:
     yield from _duplicates("probe.c_grid", p.probe.c_grid)
     yield from _duplicates("probe.knn_k", p.probe.knn_k)
     for i, k in enumerate(p.probe.knn_k):
-        if k > min(g.n):
-            yield (f"probe.knn_k[{i}] = {k} > min(grid.n) = {min(g.n)}: the bank is the cell's "
+        if k > d.n_train:
+            yield (f"probe.knn_k[{i}] = {k} > data.n_train = {d.n_train}: the kNN's bank is the "
                    "training split")
     for i, counts in enumerate(p.geometry.class_counts):
         if p.geometry.d < len(counts) - 1:

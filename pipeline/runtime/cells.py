@@ -17,11 +17,10 @@ from typing import Any
 
 import pandas as pd
 import torch
-from safetensors.torch import save
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import storage
+from pipeline.runtime import storage, weights
 from pipeline.runtime.store import checksums
 from pipeline.train import DivergedError, embed_heldout, train_cell
 
@@ -53,9 +52,7 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
 def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
                    snapshot_epochs: Sequence[int]) -> list[dict[str, float]]:
     result = train_cell(cell, dataset, snapshot_epochs)
-    weights = {k: v.detach().contiguous().cpu() for k, v in result.model.state_dict().items()}
-    storage.atomic_write_bytes(out / "model.safetensors",
-                               save(weights, metadata={"cell_id": cell.cell_id}))
+    storage.atomic_write_bytes(out / "model.safetensors", weights.to_bytes(result.model, cell))
     file_meta = {"cell_id": cell.cell_id, "config": json.dumps(cell.config(), sort_keys=True),
                  **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
     views = embed_heldout(result.model, dataset, cell)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load
 from torch import nn
 
 from pipeline.bounds import (
@@ -28,7 +27,7 @@ from pipeline.bounds import (
 )
 from pipeline.config import BoundsConfig, Cell, SearchConfig
 from pipeline.datasets import Dataset, gaussian_channel_log_ratio_matrix, make_augmenter
-from pipeline.runtime import storage
+from pipeline.runtime import storage, weights
 from pipeline.search import (
     RESOLVED_Z,
     CRNRow,
@@ -50,7 +49,7 @@ ENCODE_BATCH = 4096
 def load_encoders(cell: Cell, dataset: Dataset, folder: storage.Dir) -> dict[str, nn.Module]:
     """{'trained': the saved encoder, 'initial': the same architecture at its seeded init}."""
     trained = initial_encoder(cell, dataset.input_shape)
-    trained.load_state_dict(load(storage.read_bytes(folder / "model.safetensors")))
+    weights.load_into(trained, storage.read_bytes(folder / "model.safetensors"), cell)
     return {"trained": trained.eval(), "initial": initial_encoder(cell, dataset.input_shape).eval()}
 
 
