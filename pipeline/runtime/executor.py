@@ -37,6 +37,7 @@ from pipeline.plugins import load_plugins  # noqa: E402
 from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
+_local = {"started": False}  # whether this process's Ray instance is one start_local() made
 
 
 def _is_loopback(host: str) -> bool:
@@ -74,6 +75,7 @@ def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> Non
     if not all(_is_loopback(a) for a in nodes):  # the invariant DESIGN.md states; never silent
         ray.shutdown()
         raise RuntimeError(f"the local Ray instance listens on {sorted(nodes)}, not {LOOPBACK}")
+    _local["started"] = True
 
 
 def init_ray(compute: ComputeConfig) -> None:
@@ -83,6 +85,7 @@ def init_ray(compute: ComputeConfig) -> None:
     address = compute.ray_address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
+        _local["started"] = False
     else:
         start_local()
 
@@ -94,6 +97,19 @@ def check_resources(compute: ComputeConfig) -> None:
         raise ValueError(f"compute.num_gpus = {g}: above 1 it must be a whole number of GPUs "
                          f"(e.g. {math.floor(g)} or {math.ceil(g)}); below 1 a fraction packs "
                          "several cells onto one GPU (0.25: four per GPU)")
+
+
+def check_gpus_exist(compute: ComputeConfig) -> None:
+    """On a local instance, cells asking for GPUs that it lacks would wait forever: refuse them.
+
+    (A cluster's autoscaler may still add GPU nodes, so there the cells are left to wait.)
+    """
+    have = ray.cluster_resources().get("GPU", 0.0)
+    if _local["started"] and compute.num_gpus > have:
+        raise ValueError(f"compute.num_gpus = {compute.num_gpus}: the local Ray instance has "
+                         f"{have:g} GPUs, so no cell could ever start; set compute.num_gpus: 0 "
+                         "to train here (train.device: auto or cpu), or point "
+                         "compute.ray_address / RAY_ADDRESS at a cluster with GPU nodes")
 
 
 def _task(cell: Cell, dataset: Dataset, root: str, meta: dict[str, str], threads: int,
@@ -111,6 +127,7 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: d
         return []
     check_resources(compute)
     init_ray(compute)
+    check_gpus_exist(compute)
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)

@@ -105,3 +105,18 @@ def test_fractional_gpus_above_one_are_refused_before_anything_runs():
     with pytest.raises(ValueError, match=r"compute.num_gpus = 1.5: above 1 it must be a whole "
                                          r"number of GPUs \(e.g. 1 or 2\)"):
         run_cells([object()], None, "unused", META, bad, 1, [], lambda o: None)  # type: ignore[list-item, arg-type]
+
+
+def test_cells_asking_for_gpus_a_local_instance_lacks_are_refused(tiny_params, tmp_path):
+    """Without this, Ray would keep them waiting for a GPU forever."""
+    if ray.is_initialized():
+        ray.shutdown()
+    params, dataset = _setup(tiny_params, loss="infonce")
+    start_local(num_cpus=1, num_gpus=0)
+    try:
+        with pytest.raises(ValueError, match=r"compute.num_gpus = 0.25: the local Ray instance "
+                                             r"has 0 GPUs, so no cell could ever start"):
+            run_cells(expand(params)[:1], dataset, tmp_path, META, params.compute, 1, [],
+                      lambda o: None)
+    finally:
+        ray.shutdown()
