@@ -16,7 +16,10 @@ pipeline trains with (``train.precision`` × ``train.memory_format``, applied ex
 
 Each setting has its own copy of the same initial weights. After two warm-up steps per setting,
 a sample is the mean time of ``--steps`` consecutive steps; settings take turns sample by sample
-(``--repeats`` rounds), so load from other work hits all of them alike. Printed: images per
+(``--repeats`` rounds), so load from other work hits all of them alike; each sample follows one
+untimed step of its own setting, so no sample includes the switch from another setting (a
+training run never switches). On a machine shared with other work, two-thread bf16 steps
+suffer most from it (more, shorter parallel regions): compare with ``--threads 1``. Printed: images per
 second (median over the samples, and the range), and the ratio of each median to fp32's, all
 from this one run. It also prints what ``train.precision: auto`` / ``memory_format: auto`` would
 choose from these numbers (the fastest setting if it beats fp32 by AUTO_MARGIN, else fp32).
@@ -100,6 +103,7 @@ def measure(args: argparse.Namespace) -> dict[str, list[float]]:
     rates: dict[str, list[float]] = {label: [] for label in SETTINGS}
     for _ in range(args.repeats):
         for label, step in steps.items():
+            step()  # untimed: the sample starts in this setting's steady state
             start = time.perf_counter()
             for _ in range(args.steps):
                 step()

@@ -185,7 +185,8 @@ def measure_settings(step: Callable[[str, str], Callable[[], None]],
     """Median seconds per step of each setting: one warm-up step, then ``repeats`` samples.
 
     A sample is the mean of back-to-back steps lasting at least ``min_seconds`` (a linear
-    encoder's step takes microseconds); settings take turns, so load from other work hits all.
+    encoder's step takes microseconds), after one untimed step of the same setting; settings
+    take turns, so load from other work hits all.
     """
     fns = {s: step(*s) for s in options}
     for fn in fns.values():
@@ -193,6 +194,7 @@ def measure_settings(step: Callable[[str, str], Callable[[], None]],
     samples: dict[tuple[str, str], list[float]] = {s: [] for s in options}
     for _ in range(repeats):
         for s, fn in fns.items():
+            fn()  # untimed: a sample starts in its own setting's steady state
             n, start = 0, time.perf_counter()
             while True:
                 fn()
