@@ -14,7 +14,7 @@ export MALLOC_MMAP_THRESHOLD_ ?= 1000000000
 export MALLOC_TRIM_THRESHOLD_ ?= 1000000000
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test bench lint typecheck clean-outputs
+.PHONY: run test bench lint typecheck clean-outputs clean-store
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -42,5 +42,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# The workspace's outputs; the cells stay in the cell store (shared by every clone: clean-store).
 clean-outputs:
-	rm -rf data/cells data/datasets data/*.parquet data/grid.json reports dvc.lock params.resolved.yaml mlruns.db mlartifacts
+	rm -rf data/datasets data/*.parquet data/grid.json reports dvc.lock params.resolved.yaml \
+	  params.tracked.yaml mlruns.db mlruns.db.lock mlartifacts mlruns
+
+CBENCH_STORE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/contrastive-bench
+clean-store:
+	@echo "removing the cell store $(CBENCH_STORE) (shared by every clone on this machine)"
+	rm -rf "$(CBENCH_STORE)"

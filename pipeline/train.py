@@ -21,24 +21,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pipeline.datasets import Dataset, make_augmenter
-from pipeline.encoders import (
-    classifier_head,
-    make_encoder,
-    pick_device,
-    supervised_loss,
-)
+from pipeline.datasets.registry import make_augmenter
+from pipeline.datasets.synthetic import Dataset
 from pipeline.encoders.device import (
     ComputeMode,
     apply_compute_mode,
     cached_compute_mode,
     encoder_step,
+    pick_device,
     resolve_compute_mode,
 )
+from pipeline.encoders.registry import make_encoder
+from pipeline.encoders.supervised import classifier_head, supervised_loss
 from pipeline.grid import Cell
-from pipeline.losses import LOSSES, LossBatch, in_batch_negatives
+from pipeline.losses.negatives import enqueue, in_batch_negatives
+from pipeline.losses.registry import LOSSES, LossBatch
 from pipeline.losses.schedules import LearnableTemperature, temperature_at
-from pipeline.losses.synco import enqueue
 from pipeline.seeding import numpy_generator, seeded_init, torch_generator
 
 Augmenter = Callable[[Tensor, torch.Generator], Tensor]

@@ -11,7 +11,7 @@ import sys
 from pipeline.runtime import storage
 from pipeline.runtime.context import (
     BOUNDS,
-    cells_root,
+    cell_folders,
     resolved_params,
     shared_dataset,
     trained_cells,
@@ -22,7 +22,7 @@ from pipeline.runtime.dask_ops import compute_bounds
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     cells = trained_cells(params)
-    table = compute_bounds(cells, shared_dataset(params), cells_root(params), params.bounds,
+    table = compute_bounds(cells, shared_dataset(params), cell_folders(), params.bounds,
                            params.compute, params.stats.n_workers)
     storage.write_frame(table, BOUNDS)
     print(f"bounds: {len(table)} cells -> {BOUNDS}")

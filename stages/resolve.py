@@ -1,20 +1,45 @@
-"""Validate params.yaml (with a profile laid over it) and write params.resolved.yaml.
+"""Validate params.yaml (with a profile laid over it) and write the resolved params.
 
-The profile comes from ``--profile`` or the ``CBENCH_PROFILE`` environment variable. Every later
-stage reads the resolved file, so DVC sees exactly the values that ran, key by key.
+The profile comes from ``--profile`` or the ``CBENCH_PROFILE`` environment variable. Writes
+``params.resolved.yaml`` (every option filled in; every later stage reads it) and
+``params.tracked.yaml``, what DVC tracks: the grid axes, a few headline settings, and one digest
+per section, so each stage reruns exactly when a section it reads changes and ``dvc exp show``
+lists the grid and the metrics rather than every option.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import sys
+from typing import Any
 
 import yaml
 
 from pipeline.config import ConfigError, expand, load
-from pipeline.runtime.context import RESOLVED
+from pipeline.runtime.context import RESOLVED, TRACKED
 from pipeline.runtime.storage import atomic_write_bytes
+
+# Sections tracked by digest: each stage declares the digests of the sections it reads.
+DIGESTED = ("plugins", "data", "loss_options", "schedule_options", "arch_options", "train",
+            "stats", "search", "bounds", "probe", "report", "geometry", "tracking")
+HEADLINE = {"data": ("name", "n_train", "n_heldout", "seed"),
+            "train": ("epochs", "lr", "optimizer", "negatives", "precision"),
+            "stats": ("epochs",), "report": ("level",)}
+
+
+def digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def tracked(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What DVC tracks of the resolved params (see the module docstring)."""
+    out: dict[str, Any] = {"grid": resolved["grid"]}
+    out |= {section: {k: resolved[section][k] for k in keys} for section, keys in HEADLINE.items()}
+    out["digests"] = {section: digest(resolved[section]) for section in DIGESTED}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,9 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"invalid params ({args.params}{' + ' + args.profile if args.profile else ''}):\n{err}",
               file=sys.stderr)
         return 2
-    text = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
+    resolved = params.model_dump(mode="json")
     header = f"# generated from {args.params}" + (f" + {args.profile}" if args.profile else "")
-    atomic_write_bytes(RESOLVED, f"{header}; do not edit\n{text}".encode())
+    for path, content in ((RESOLVED, resolved), (TRACKED, tracked(resolved))):
+        text = yaml.safe_dump(content, sort_keys=False)
+        atomic_write_bytes(path, f"{header}; do not edit\n{text}".encode())
     print(f"params ok: {len(cells)} cells{' (profile ' + args.profile + ')' if args.profile else ''}")
     return 0
 

@@ -13,7 +13,7 @@ from pipeline.runtime import storage
 from pipeline.runtime.context import (
     FINITE_K,
     SEARCH,
-    cells_root,
+    cell_folders,
     resolved_params,
     shared_dataset,
     trained_cells,
@@ -24,7 +24,7 @@ from pipeline.runtime.dask_ops import compute_search
 def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     cells = trained_cells(params)
-    rows, sweep = compute_search(cells, shared_dataset(params), cells_root(params), params.search,
+    rows, sweep = compute_search(cells, shared_dataset(params), cell_folders(), params.search,
                                  params.compute, params.stats.n_workers)
     storage.write_frame(rows, SEARCH)
     storage.write_frame(sweep, FINITE_K)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sys
 
+from pipeline.grid import GRID_AXES
 from pipeline.runtime import storage
-from pipeline.runtime.context import STATS, STATS_DETAIL, cells_root, read_grid, resolved_params
+from pipeline.runtime.context import STATS, STATS_DETAIL, cell_folders, read_grid, resolved_params
 from pipeline.runtime.dask_ops import compute_stats
 
 
@@ -18,14 +19,15 @@ def main(argv: list[str] | None = None) -> int:
     grid = read_grid()
     ok = grid[grid.status == "ok"]
     final = params.train.epochs
-    root = cells_root(params)
-    paths = {(c, final): storage.cell_dir(root, c) / "embeddings.parquet" for c in ok.cell_id}
+    folders = cell_folders(ok)
+    paths = {(c, final): folders[c] / "embeddings.parquet" for c in ok.cell_id}
     for epoch in params.stats.epochs:  # snapshots: 0 is the untrained control
         if epoch != final:
-            paths.update({(c, epoch): storage.cell_dir(root, c) / storage.snapshot_name(epoch)
+            paths.update({(c, epoch): folders[c] / storage.snapshot_name(epoch)
                           for c in ok.cell_id})
-    summary, detail = compute_stats(paths, params.stats, params.compute)
-    table = grid.drop(columns=["status", "reason"]).merge(summary, on="cell_id", how="inner")
+    # intervals at the level the report reads them back with (report.level)
+    summary, detail = compute_stats(paths, params.stats, params.compute, level=params.report.level)
+    table = grid[["cell_id", *GRID_AXES]].merge(summary, on="cell_id", how="inner")
     storage.write_frame(table, STATS)
     storage.write_frame(detail, STATS_DETAIL)
     n_failed = int((summary.status != "ok").sum()) if len(summary) else 0

@@ -17,6 +17,30 @@ import yaml
 from pipeline.config import merge, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+THREADS_ENV = "CBENCH_TEST_THREADS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``CBENCH_TEST_THREADS=n``: run every test with n torch intra-op threads.
+
+    ``.ci/run`` runs the numerical tests a second time with another thread count than the
+    default, so a comparison that only holds for one reduction order fails in CI (STYLE.md §15).
+    """
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"{THREADS_ENV} = {value!r}: expected an integer >= 1 (torch threads)")
+    import torch
+
+    torch.set_num_threads(int(value))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    import torch
+
+    source = f"{THREADS_ENV}" if os.environ.get(THREADS_ENV, "").strip() else "default"
+    return f"torch intra-op threads: {torch.get_num_threads()} ({source})"
 
 # Ray reads its single-machine switch once, when it is imported, and test modules import ray
 # before the pipeline does: set it here, first, so that every local Ray instance and simulated
@@ -50,27 +74,36 @@ def tiny_params() -> dict[str, Any]:
     return merge(read_yaml(ROOT / "params.yaml"), copy.deepcopy(TINY))
 
 
-def venv_env() -> dict[str, str]:
-    """The environment for subprocesses: this interpreter's bin first, so `python` and `dvc` resolve."""
+def venv_env(store: Path | None = None) -> dict[str, str]:
+    """The environment for subprocesses: this interpreter's bin first, so `python` and `dvc`
+    resolve; ``store``: the cell store (CBENCH_STORE) of a test's project."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("CBENCH_PROFILE", None)
-    env.pop("RAY_ADDRESS", None)
+    for key in ("CBENCH_PROFILE", "RAY_ADDRESS", "DVC_ROOT", "CBENCH_STORE"):
+        env.pop(key, None)
+    if store is not None:
+        env["CBENCH_STORE"] = str(store)
     return env
 
 
 class Project:
-    """A temporary copy of the pipeline definition with its own params, data and MLflow store."""
+    """A temporary copy of the pipeline definition with its own params, data, cell store and
+    MLflow database."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, store: Path | None = None):
         self.path = path
+        self.store = store or path.parent / f"{path.name}-store"
+
+    @property
+    def cells(self) -> Path:
+        return self.store / "cells"
 
     def write_params(self, params: dict[str, Any]) -> None:
         (self.path / "params.yaml").write_text(yaml.safe_dump(params))
 
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        proc = subprocess.run(list(args), cwd=self.path, env=venv_env(), capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(list(args), cwd=self.path, env=venv_env(self.store),
+                              capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"{args} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}"
                                  f"\nstderr:\n{proc.stderr[-4000:]}")
@@ -82,12 +115,20 @@ class Project:
 
 @pytest.fixture
 def project(tmp_path: Path, tiny_params: dict[str, Any]) -> Project:
-    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
-    # dvc.yaml's code deps point at these folders: copy them so the hashes are real.
-    for name in ("pipeline", "stages"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    proj = Project(tmp_path)
+    path = tmp_path / "project"
+    copy_project(path)
+    proj = Project(path)
     proj.write_params(tiny_params)
     proj.run(str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q")
     proj.run(str(Path(sys.executable).parent / "dvc"), "config", "core.analytics", "false")
+    shutil.copytree(ROOT / ".dvc" / "plots", path / ".dvc" / "plots", dirs_exist_ok=True)
     return proj
+
+
+def copy_project(path: Path) -> None:
+    """What a run needs: dvc.yaml, the code its deps point at (so the hashes are real), params."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name in ("dvc.yaml", "params.yaml", "params.schema.json", ".dvcignore", ".gitignore"):
+        shutil.copy(ROOT / name, path / name)
+    for name in ("pipeline", "stages", "profiles"):
+        shutil.copytree(ROOT / name, path / name, ignore=shutil.ignore_patterns("__pycache__"))

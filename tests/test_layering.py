@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "pipeline"
-PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "train.py"]
-ALLOWED = {"numpy", "scipy", "torch", "pipeline"} | set(sys.stdlib_module_names)
+PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "probe", "train.py",
+        "grid.py", "options.py", "seeding.py", "metrics.py", "fingerprint.py"]
+# annotated_types: the constraint vocabulary of the options dataclasses (pipeline/options.py)
+ALLOWED = {"numpy", "scipy", "torch", "pipeline", "annotated_types"} | set(sys.stdlib_module_names)
 ALLOWED_ENCODERS = ALLOWED | {"torchvision", "open_clip", "timm", "safetensors"}
 FORBIDDEN_PIPELINE = ("pipeline.runtime", "pipeline.report")
 # sklearn ships the digits set itself; only that loader may import it (lazily).
@@ -38,3 +40,16 @@ def test_math_packages_do_no_io_imports():
                 if name.split(".")[0] not in allowed or name.startswith(FORBIDDEN_PIPELINE):
                     offenders.append(f"{f.relative_to(ROOT.parent)}: {name}")
     assert not offenders, offenders
+
+
+def test_the_training_path_imports_no_io_or_config_library():
+    """Transitively: what a Ray worker imports to train a cell (pipeline.train, the grid's cells,
+    the options' defaults) reaches none of the I/O or configuration libraries."""
+    import subprocess
+
+    forbidden = ["yaml", "pydantic", "ray", "dask", "distributed", "mlflow", "pyarrow", "pandas"]
+    code = ("import sys, pipeline.train, pipeline.grid, pipeline.options; "
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, cwd=ROOT.parent).stdout.split()
+    assert not set(forbidden) & set(loaded), sorted(set(forbidden) & set(loaded))

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
-from pipeline.runtime import storage
+from pipeline.runtime import storage, store
 from pipeline.runtime.cells import run_cell
 from pipeline.train import embed_heldout, initial_encoder, train_cell
 
@@ -49,14 +49,18 @@ def test_in_batch_negatives_train(tiny_params, dataset):
 
 def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     meta = {"git_sha": "abc", "dataset_hash": dataset.content_hash(), "code_version": "0"}
-    outcome = run_cell(cells[0], dataset, tmp_path, meta, snapshot_epochs=[0])
+    folder = tmp_path / cells[0].cell_id / "v1"
+    outcome = run_cell(cells[0], dataset, folder, meta, snapshot_epochs=[0])
     assert outcome.status == "ok", outcome.reason
-    folder = tmp_path / cells[0].cell_id
     assert {p.name for p in folder.iterdir()} == {*storage.CELL_FILES, "embeddings_e0000.parquet"}
-    assert storage.cell_done(tmp_path, cells[0].cell_id, [0])
-    assert not storage.cell_done(tmp_path, cells[0].cell_id, [0, 1])  # a missing snapshot: redo
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging left
+    assert store.inspect(folder, [0]).status == "done"
+    assert store.inspect(folder, [0, 1]).status == "todo"  # a missing snapshot: redo
     record = storage.read_json(folder / "cell.json")
     assert record["status"] == "ok" and record["config"] == cells[0].config()
+    assert set(record["files"]) == {*storage.CELL_FILES, "embeddings_e0000.parquet"} - {"cell.json"}
+    assert record["finished_at"] - record["started_at"] == pytest.approx(record["wall_seconds"],
+                                                                         abs=0.01)
     z0 = storage.read_embeddings(folder / "embeddings.parquet", 0)
     assert z0.shape == (200, 8) and z0.dtype == np.float32
     meta_read = storage.read_metadata(folder / "embeddings.parquet")
@@ -66,12 +70,19 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     # the saved weights reproduce the saved embeddings
     model = initial_encoder(cells[0], (16,))
     model.load_state_dict(load_file(folder / "model.safetensors"))
-    again, _ = embed_heldout(model, dataset, cells[0])
-    np.testing.assert_array_equal(again, z0)
-    # the epoch-0 snapshot is the untrained encoder: the control shares the initial weights
-    control = storage.read_embeddings(folder / "embeddings_e0000.parquet", 0)
-    np.testing.assert_array_equal(control, embed_heldout(initial_encoder(cells[0], (16,)),
-                                                         dataset, cells[0])[0])
+    # equal bit for bit: the same weights, kernels and thread count (run_cell uses 1 thread)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        again, _ = embed_heldout(model, dataset, cells[0])
+        np.testing.assert_array_equal(again, z0)
+        # the epoch-0 snapshot is the untrained encoder: the control shares the initial weights
+        control = storage.read_embeddings(folder / "embeddings_e0000.parquet", 0)
+        np.testing.assert_array_equal(control, embed_heldout(initial_encoder(cells[0], (16,)),
+                                                             dataset, cells[0])[0])
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.get_num_threads() == threads  # run_cell restored it
 
 
 def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):
@@ -80,9 +91,10 @@ def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):
     cell = expand(from_mapping(tiny_params))[0]
     bad = dataset.x_train.copy()
     bad[:] = np.nan
-    outcome = run_cell(cell, type(dataset)("laplace", bad, dataset.x_heldout), tmp_path, {})
+    outcome = run_cell(cell, type(dataset)("laplace", bad, dataset.x_heldout), tmp_path / "c", {})
     assert outcome.status == "failed" and "diverged" in outcome.reason
-    assert storage.cell_status(tmp_path, cell.cell_id) == "failed"
+    assert store.inspect(tmp_path / "c").status == "failed"
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["cell.json"]  # only the record
 
 
 def test_supervised_objective_trains_the_same_encoder(tiny_params):

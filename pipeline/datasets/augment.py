@@ -11,13 +11,67 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
+from annotated_types import Ge, Interval, Len
 from torch import Tensor
 
 from pipeline.datasets.gaussian_channel import gaussian_channel_view
 from pipeline.datasets.synthetic import augment as channel_jitter
+from pipeline.options import OptionError, option
+
+Probability = Annotated[float, Interval(ge=0, le=1)]
+Correlation = Annotated[float, Interval(ge=0, le=1)]
+
+
+@dataclass(frozen=True)
+class ChannelJitterOptions:
+    """SPEC.md §2's view: x' = A·x + √(1−A²)·ε, then noise, feature dropout and a log-normal scale."""
+
+    a: Correlation = option(0.6, "the channel correlation A, in [0, 1]")
+    noise_std: Annotated[float, Ge(0)] = option(0.2, "std of the additive noise per view")
+    dropout: Annotated[float, Interval(ge=0, lt=1)] = option(
+        0.1, "probability that a feature is zeroed, in [0, 1) (1 would erase the view)")
+    scale_std: Annotated[float, Ge(0)] = option(0.1, "σ of the per-sample scale exp(N(0, σ²))")
+
+
+@dataclass(frozen=True)
+class ChannelOptions:
+    """The Gaussian channel alone, so that the density ratio stays closed-form."""
+
+    a: Annotated[float, Interval(ge=0, lt=1)] = option(
+        0.6, "the channel correlation A_c, in [0, 1) (the density ratio needs A_c < 1)")
+
+
+@dataclass(frozen=True)
+class BitFlipOptions:
+    flip_prob: Probability = option(0.001, "probability that each bit flips")
+
+
+Pair = Annotated[list[float], Len(2, 2)]
+
+
+def _ordered_pair(name: str, pair: list[float], lo: float, hi: float) -> None:
+    if not lo <= pair[0] <= pair[1] <= hi:
+        raise OptionError(name, pair, f"must be a pair [a, b] with {lo} <= a <= b <= {hi}")
+
+
+@dataclass(frozen=True)
+class ImageViewOptions:
+    """A random resized crop (+ flip), then brightness and contrast jitter (see :func:`image_view`)."""
+
+    crop_scale: Pair = option([0.6, 1.0], "range of the crop's area fraction, [a, b] in [0.01, 1]")
+    crop_ratio: Pair = option([0.75, 4 / 3], "range of the crop's aspect ratio, [a, b] in [0.1, 10]")
+    hflip: bool = option(False, "mirror horizontally with probability 1/2")
+    brightness: Probability = option(0.4, "x·U(1 − b, 1 + b)")
+    contrast: Probability = option(0.4, "(x − mean)·U(1 − c, 1 + c) + mean")
+
+    def __post_init__(self) -> None:
+        _ordered_pair("crop_scale", self.crop_scale, 0.01, 1.0)
+        _ordered_pair("crop_ratio", self.crop_ratio, 0.1, 10.0)
 
 
 def _rand(shape: tuple[int, ...], generator: torch.Generator, like: Tensor) -> Tensor:
@@ -99,9 +153,17 @@ def bit_flip_view(x: Tensor, generator: torch.Generator, flip_prob: float = 0.00
     return bit_flip(x, flip_prob, generator)
 
 
-AUGMENTATIONS: dict[str, Callable[..., Tensor]] = {
-    "channel_jitter": channel_jitter_view,
-    "channel": channel_view,
-    "bit_flip": bit_flip_view,
-    "image": image_view,
+@dataclass(frozen=True)
+class AugmentationSpec:
+    """A family of views: the function ``(x, generator, **options) -> x'`` and its options."""
+
+    view: Callable[..., Tensor]
+    options: type
+
+
+AUGMENTATIONS: dict[str, AugmentationSpec] = {
+    "channel_jitter": AugmentationSpec(channel_jitter_view, ChannelJitterOptions),
+    "channel": AugmentationSpec(channel_view, ChannelOptions),
+    "bit_flip": AugmentationSpec(bit_flip_view, BitFlipOptions),
+    "image": AugmentationSpec(image_view, ImageViewOptions),
 }

@@ -2,7 +2,7 @@
 
 ``DATASETS[name].load(n_train, n_heldout, seed, options)`` returns a :class:`Dataset`; options are
 first completed by :func:`resolve_dataset_options`. Each entry names its augmentation family
-(``pipeline.datasets.augment.AUGMENTATIONS``) and that family's options with their defaults;
+(``pipeline.datasets.augment.AUGMENTATIONS``), whose options dataclass declares its options;
 :func:`make_augmenter` turns (dataset name, augmentation options) into a view function.
 """
 
@@ -11,104 +11,120 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
+from annotated_types import Ge, Gt, Interval, Len
 from torch import Tensor
 
-from pipeline.datasets import options as opt
 from pipeline.datasets.augment import AUGMENTATIONS
 from pipeline.datasets.digits import digits_dataset
 from pipeline.datasets.gaussian_channel import gaussian_channel_dataset
 from pipeline.datasets.images import cifar10_dataset, mnist_dataset
 from pipeline.datasets.synthetic import Dataset, laplace_dataset
 from pipeline.datasets.vectors import gaussian_mixture_dataset, sparse_binary_dataset
+from pipeline.options import NoOptions, defaults, fill, option
 
 Loader = Callable[[int, int, int, Mapping[str, Any]], Dataset]
 Augmenter = Callable[[Tensor, torch.Generator], Tensor]
+Dim = Annotated[int, Gt(0)]
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """One registered dataset. ``defaults``/``augment_defaults`` list every option."""
+    """One registered dataset.
+
+    ``options``: a frozen dataclass of its options (``data.options``; see :mod:`pipeline.options`).
+    ``augmentation``: its family of views in :data:`AUGMENTATIONS`, whose options dataclass is
+    ``data.augment``; ``augment_defaults`` overrides that family's defaults for this dataset.
+    ``labels``: what the loader gives as ``y`` (class ids, continuous values, or nothing).
+    ``modules``: where the data are made or read (the code fingerprint of its cells).
+    """
 
     load: Loader
-    defaults: Mapping[str, Any]
-    checks: Mapping[str, opt.Check]
+    options: type
     kind: Literal["vector", "image"]
     labels: Literal["none", "class", "continuous"]
     augmentation: str
-    augment_defaults: Mapping[str, Any]
-    augment_checks: Mapping[str, opt.Check] = field(default_factory=dict)
+    augment_defaults: Mapping[str, Any] = field(default_factory=dict)
+    modules: tuple[str, ...] = ()  # where the data are made or read (its code fingerprint)
 
-    def validate(self, options: Mapping[str, Any], where: str = "data.options") -> None:
-        """Raise ``ValueError("<where>.<key> = <value>: <allowed>")`` on an unknown or bad option."""
-        opt.validate(self.checks, options, where)
+    @property
+    def augment_options(self) -> type:
+        return AUGMENTATIONS[self.augmentation].options
 
-    def validate_augment(self, options: Mapping[str, Any], where: str = "data.augment") -> None:
-        opt.validate(self.augment_checks, options, where)
-
-
-def _a_in_unit(v: Any) -> str | None:
-    return None if opt.probability(v) is None else "the channel correlation A must be in [0, 1]"
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return defaults(self.options)
 
 
-def _a_below_one(v: Any) -> str | None:
-    ok = opt.probability(v) is None and v < 1
-    return None if ok else "the channel correlation A_c must be in [0, 1)"
+@dataclass(frozen=True)
+class VectorOptions:
+    input_dim: Dim = option(1024, "dimension of the input vectors")
 
 
-CHANNEL_JITTER = ({"a": 0.6, "noise_std": 0.2, "dropout": 0.1, "scale_std": 0.1},
-                  {"a": _a_in_unit, "noise_std": opt.non_negative, "dropout": opt.probability,
-                   "scale_std": opt.non_negative})
-IMAGE_CHECKS = {"crop_scale": opt.interval(0.01, 1.0), "crop_ratio": opt.interval(0.1, 10.0),
-                "hflip": opt.boolean, "brightness": opt.probability, "contrast": opt.probability}
+@dataclass(frozen=True)
+class ChannelDataOptions:
+    input_dim: Dim = option(32, "dimension p of the N(0, I_p) inputs")
 
 
-def _image_defaults(hflip: bool) -> dict[str, Any]:
-    return {"crop_scale": [0.6, 1.0], "crop_ratio": [0.75, 4 / 3], "hflip": hflip,
-            "brightness": 0.4, "contrast": 0.4}
+@dataclass(frozen=True)
+class MixtureOptions:
+    input_dim: Dim = option(1024, "dimension of the input vectors")
+    components: Dim = option(25, "number of mixture components (the class labels)")
+    mean_std: Annotated[float, Ge(0)] = option(1.0, "std of the component means")
+    component_std: Annotated[float, Ge(0)] = option(0.5, "std within a component")
+
+
+@dataclass(frozen=True)
+class SparseBinaryOptions:
+    input_dim: Dim = option(1024, "number of bits")
+    density: Annotated[float, Interval(gt=0, lt=1)] = option(0.05, "probability that a bit is 1")
+
+
+LocalPath = Annotated[str, Len(1)]
+
+
+@dataclass(frozen=True)
+class MnistOptions:
+    path: LocalPath = option("../shared/data/mnist", "folder of the IDX files (t10k-images-idx3-ubyte, ...)")
+
+
+@dataclass(frozen=True)
+class Cifar10Options:
+    path: LocalPath = option("../shared/data/cifar-10-batches-py", "the extracted python version of CIFAR-10")
 
 
 DATASETS: dict[str, DatasetSpec] = {
     "laplace": DatasetSpec(
         load=lambda n, m, s, o: laplace_dataset(o["input_dim"], n, m, s),
-        defaults={"input_dim": 1024}, checks={"input_dim": opt.positive_int},
-        kind="vector", labels="none", augmentation="channel_jitter",
-        augment_defaults=CHANNEL_JITTER[0], augment_checks=CHANNEL_JITTER[1]),
+        options=VectorOptions, kind="vector", labels="none", augmentation="channel_jitter",
+        modules=("pipeline.datasets.synthetic",)),
     "gaussian_mixture": DatasetSpec(
         load=lambda n, m, s, o: gaussian_mixture_dataset(o["input_dim"], n, m, s, o["components"],
                                                          o["mean_std"], o["component_std"]),
-        defaults={"input_dim": 1024, "components": 25, "mean_std": 1.0, "component_std": 0.5},
-        checks={"input_dim": opt.positive_int, "components": opt.positive_int,
-                "mean_std": opt.non_negative, "component_std": opt.non_negative},
-        kind="vector", labels="class", augmentation="channel_jitter",
-        augment_defaults=CHANNEL_JITTER[0], augment_checks=CHANNEL_JITTER[1]),
+        options=MixtureOptions, kind="vector", labels="class", augmentation="channel_jitter",
+        modules=("pipeline.datasets.vectors",)),
     "sparse_binary": DatasetSpec(
         load=lambda n, m, s, o: sparse_binary_dataset(o["input_dim"], n, m, s, o["density"]),
-        defaults={"input_dim": 1024, "density": 0.05},
-        checks={"input_dim": opt.positive_int, "density": opt.probability},
-        kind="vector", labels="none", augmentation="bit_flip",
-        augment_defaults={"flip_prob": 0.001}, augment_checks={"flip_prob": opt.probability}),
+        options=SparseBinaryOptions, kind="vector", labels="none", augmentation="bit_flip",
+        modules=("pipeline.datasets.vectors",)),
     "gaussian_channel": DatasetSpec(
         load=lambda n, m, s, o: gaussian_channel_dataset(o["input_dim"], n, m, s),
-        defaults={"input_dim": 32}, checks={"input_dim": opt.positive_int},
-        kind="vector", labels="none", augmentation="channel",
-        augment_defaults={"a": 0.6}, augment_checks={"a": _a_below_one}),
+        options=ChannelDataOptions, kind="vector", labels="none", augmentation="channel",
+        modules=("pipeline.datasets.gaussian_channel",)),
     "mnist": DatasetSpec(
         load=lambda n, m, s, o: mnist_dataset(n, m, s, o["path"]),
-        defaults={"path": "../shared/data/mnist"}, checks={"path": opt.text},
-        kind="image", labels="class", augmentation="image",
-        augment_defaults=_image_defaults(hflip=False), augment_checks=IMAGE_CHECKS),
+        options=MnistOptions, kind="image", labels="class", augmentation="image",
+        modules=("pipeline.datasets.images",)),
     "digits": DatasetSpec(
-        load=lambda n, m, s, o: digits_dataset(n, m, s), defaults={}, checks={},
-        kind="image", labels="class", augmentation="image",
-        augment_defaults=_image_defaults(hflip=False), augment_checks=IMAGE_CHECKS),
+        load=lambda n, m, s, o: digits_dataset(n, m, s),
+        options=NoOptions, kind="image", labels="class", augmentation="image",
+        modules=("pipeline.datasets.digits",)),
     "cifar10": DatasetSpec(
         load=lambda n, m, s, o: cifar10_dataset(n, m, s, o["path"]),
-        defaults={"path": "../shared/data/cifar-10-batches-py"}, checks={"path": opt.text},
-        kind="image", labels="class", augmentation="image",
-        augment_defaults=_image_defaults(hflip=True), augment_checks=IMAGE_CHECKS),
+        options=Cifar10Options, kind="image", labels="class", augmentation="image",
+        augment_defaults={"hflip": True}, modules=("pipeline.datasets.images",)),
 }
 
 
@@ -120,23 +136,23 @@ def _spec(name: str, where: str) -> DatasetSpec:
 
 def resolve_dataset_options(name: str, given: Mapping[str, Any] | None,
                             where: str = "data.options") -> dict[str, Any]:
-    """Every option of dataset ``name``: defaults overlaid with ``given``, validated."""
-    spec = _spec(name, "data.name")
-    return opt.resolve(spec.checks, spec.defaults, given, where)
+    """Every option of dataset ``name``: its defaults overlaid with ``given`` (values are
+    validated by the params schema, ``pipeline.config``)."""
+    return fill(_spec(name, "data.name").options, given, where)
 
 
 def resolve_augment_options(name: str, given: Mapping[str, Any] | None,
                             where: str = "data.augment") -> dict[str, Any]:
-    """Every augmentation option of dataset ``name``: defaults overlaid with ``given``, validated."""
+    """Every augmentation option of dataset ``name``: defaults overlaid with ``given``."""
     spec = _spec(name, "data.name")
-    return opt.resolve(spec.augment_checks, spec.augment_defaults, given, where)
+    return fill(spec.augment_options, {**spec.augment_defaults, **dict(given or {})}, where)
 
 
 def load_dataset(name: str, n_train: int, n_heldout: int, seed: int,
                  options: Mapping[str, Any] | None = None) -> Dataset:
     """Resolve the options of ``name`` and load it (x_* float32, see :class:`Dataset`)."""
     for key, value in (("n_train", n_train), ("n_heldout", n_heldout)):
-        if opt.positive_int(value) is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"data.{key} = {value!r}: must be an integer > 0")
     return DATASETS[name].load(n_train, n_heldout, seed, resolve_dataset_options(name, options))
 
@@ -150,4 +166,4 @@ def make_augmenter(name: str, options: Mapping[str, Any] | None = None) -> Augme
     images: crop_scale, crop_ratio, hflip, brightness, contrast (see ``augment.image_view``).
     """
     resolved = resolve_augment_options(name, options)
-    return functools.partial(AUGMENTATIONS[DATASETS[name].augmentation], **resolved)
+    return functools.partial(AUGMENTATIONS[DATASETS[name].augmentation].view, **resolved)

@@ -10,30 +10,33 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from annotated_types import Gt, Len
 from torch import nn
 
-from pipeline.datasets import options as opt
 from pipeline.encoders.pretrained import clip_encoder, dino_encoder
 from pipeline.encoders.resnet import resnet18
 from pipeline.encoders.simple import linear, mlp
+from pipeline.options import REQUIRED, OptionError, defaults, fill, option
 
 Builder = Callable[[tuple[int, ...], int, Mapping[str, Any]], nn.Module]
 
 
 @dataclass(frozen=True)
 class EncoderSpec:
-    """One registered encoder; ``kind`` lists the dataset kinds it accepts."""
+    """One registered encoder. ``options``: a frozen dataclass of its options
+    (``arch_options.<arch>``, see :mod:`pipeline.options`); ``kind``: the dataset kinds it takes;
+    ``modules``: where its network is built (its code fingerprint)."""
 
     build: Builder
-    defaults: Mapping[str, Any]
-    checks: Mapping[str, opt.Check]
+    options: type
     kind: tuple[str, ...]
+    modules: tuple[str, ...] = ()
 
-    def validate(self, options: Mapping[str, Any], where: str) -> None:
-        """Raise ``ValueError("<where>.<key> = <value>: <allowed>")`` on an unknown or bad option."""
-        opt.validate(self.checks, options, where)
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return defaults(self.options)
 
 
 def _flat(build: Callable[..., nn.Module]) -> Builder:
@@ -44,27 +47,64 @@ def _flat(build: Callable[..., nn.Module]) -> Builder:
     return wrapped
 
 
-PRETRAINED_CHECKS = {"model": opt.text, "weights": opt.required_path,
-                     "head": opt.one_of("linear", "none"), "freeze": opt.boolean,
-                     "normalize": opt.boolean}
+@dataclass(frozen=True)
+class LinearOptions:
+    bias: bool = option(False, "z = W x + b instead of z = W x")
 
+
+@dataclass(frozen=True)
+class MlpOptions:
+    hidden: Annotated[list[Annotated[int, Gt(0)]], Len(1)] = option([128], "widths of the hidden layers")
+    bias: bool = option(True, "biases in every layer")
+
+
+@dataclass(frozen=True)
+class ResnetOptions:
+    small_stem: bool = option(True, "3×3 stride-1 first convolution and no max-pool (8–32 px images)")
+
+
+def _weights_given(options: Any) -> None:
+    if options.weights is REQUIRED:
+        raise OptionError("weights", None, "a path to a local weights file is required "
+                          "(nothing is downloaded)")
+
+
+@dataclass(frozen=True)
+class ClipOptions:
+    model: Annotated[str, Len(1)] = option("ViT-B-32", "an open_clip model name or a local .json config")
+    weights: str | None = option(REQUIRED, "path to the local weights (a whole CLIP or its image tower)")
+    head: Literal["linear", "none"] = option("linear", "a trained linear head to embed_dim, or none")
+    freeze: bool = option(True, "keep the pretrained tower fixed")
+    normalize: bool = option(True, "apply the model's input mean/std")
+    quick_gelu: bool = option(False, "QuickGELU activations (OpenAI's original weights)")
+
+    def __post_init__(self) -> None:
+        _weights_given(self)
+
+
+@dataclass(frozen=True)
+class DinoOptions:
+    model: Annotated[str, Len(1)] = option("vit_small_patch16_224.dino", "a timm model name (with tag)")
+    weights: str | None = option(REQUIRED, "path to the local weights")
+    head: Literal["linear", "none"] = option("linear", "a trained linear head to embed_dim, or none")
+    freeze: bool = option(True, "keep the pretrained tower fixed")
+    normalize: bool = option(True, "apply the model's input mean/std")
+    model_kwargs: dict[str, Any] = option({}, "extra keyword arguments of timm.create_model")
+
+    def __post_init__(self) -> None:
+        _weights_given(self)
+
+
+SIMPLE, RESNET, PRETRAINED = ("pipeline.encoders.simple",), ("pipeline.encoders.resnet",), \
+    ("pipeline.encoders.pretrained",)
 ENCODERS: dict[str, EncoderSpec] = {
-    "linear": EncoderSpec(_flat(linear), {"bias": False}, {"bias": opt.boolean},
-                          ("vector", "image")),
-    "mlp": EncoderSpec(_flat(mlp), {"hidden": [128], "bias": True},
-                       {"hidden": opt.int_list, "bias": opt.boolean}, ("vector", "image")),
-    "resnet18": EncoderSpec(lambda s, d, o: resnet18(s, d, **o), {"small_stem": True},
-                            {"small_stem": opt.boolean}, ("image",)),
-    "clip": EncoderSpec(
-        lambda s, d, o: clip_encoder(s, d, **o),
-        {"model": "ViT-B-32", "weights": None, "head": "linear", "freeze": True,
-         "normalize": True, "quick_gelu": False},
-        {**PRETRAINED_CHECKS, "quick_gelu": opt.boolean}, ("image",)),
-    "dino": EncoderSpec(
-        lambda s, d, o: dino_encoder(s, d, **o),
-        {"model": "vit_small_patch16_224.dino", "weights": None, "head": "linear", "freeze": True,
-         "normalize": True, "model_kwargs": {}},
-        {**PRETRAINED_CHECKS, "model_kwargs": opt.mapping}, ("image",)),
+    "linear": EncoderSpec(_flat(linear), LinearOptions, ("vector", "image"), SIMPLE),
+    "mlp": EncoderSpec(_flat(mlp), MlpOptions, ("vector", "image"), SIMPLE),
+    "resnet18": EncoderSpec(lambda s, d, o: resnet18(s, d, **o), ResnetOptions, ("image",), RESNET),
+    "clip": EncoderSpec(lambda s, d, o: clip_encoder(s, d, **o), ClipOptions, ("image",),
+                        PRETRAINED),
+    "dino": EncoderSpec(lambda s, d, o: dino_encoder(s, d, **o), DinoOptions, ("image",),
+                        PRETRAINED),
 }
 
 
@@ -76,12 +116,9 @@ def _spec(arch: str) -> EncoderSpec:
 
 def resolve_encoder_options(arch: str, given: Mapping[str, Any] | None,
                             where: str | None = None) -> dict[str, Any]:
-    """Every option of ``arch``: defaults overlaid with ``given``, validated.
-
-    Errors name ``where.key`` (default ``arch_options.<arch>``), the value and what is allowed.
-    """
-    spec = _spec(arch)
-    return opt.resolve(spec.checks, spec.defaults, given, where or f"arch_options.{arch}")
+    """Every option of ``arch``: defaults overlaid with ``given`` (values are validated by the
+    params schema, ``pipeline.config``); errors name ``where.key`` (default ``arch_options.<arch>``)."""
+    return fill(_spec(arch).options, given, where or f"arch_options.{arch}")
 
 
 def make_encoder(arch: str, input_shape: tuple[int, ...], embed_dim: int,
@@ -93,6 +130,6 @@ def make_encoder(arch: str, input_shape: tuple[int, ...], embed_dim: int,
     if kind not in spec.kind:
         raise ValueError(f"input_shape = {shape}: {arch} takes {' or '.join(spec.kind)} inputs "
                          "((D,) vectors, (C, H, W) images)")
-    if opt.positive_int(embed_dim) is not None:
+    if isinstance(embed_dim, bool) or not isinstance(embed_dim, int) or embed_dim <= 0:
         raise ValueError(f"grid.embed_dim = {embed_dim!r}: must be an integer > 0")
     return spec.build(shape, embed_dim, resolve_encoder_options(arch, options))

@@ -2,12 +2,12 @@
 
 from pipeline.losses.dcl import dcl, dcl_in_batch
 from pipeline.losses.infonce import (
-    in_batch_negatives,
     infonce,
     infonce_per_anchor,
     infonce_risk,
     nt_xent,
 )
+from pipeline.losses.negatives import enqueue, in_batch_negatives
 from pipeline.losses.registry import LOSSES, LossBatch, LossSpec, resolve_options
 from pipeline.losses.schedules import (
     SCHEDULES,
@@ -15,7 +15,7 @@ from pipeline.losses.schedules import (
     resolve_schedule_options,
     temperature_at,
 )
-from pipeline.losses.synco import enqueue, synco_loss, synthetic_negatives
+from pipeline.losses.synco import synco_loss, synthetic_negatives
 from pipeline.losses.weighted import (
     soft_supcon,
     supcon,

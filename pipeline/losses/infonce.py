@@ -81,23 +81,6 @@ def infonce_risk(
     return infonce(anchor, positive, negatives, tau) - math.log(k)
 
 
-def in_batch_negatives(
-    positive: Tensor, k: int, generator: torch.Generator | None = None
-) -> Tensor:
-    """Negatives for anchor i drawn from the positives of the other batch members, ``(B, k, d)``.
-
-    For each anchor, ``k`` distinct indices ``j != i`` are chosen uniformly without replacement
-    (requires ``k <= B - 1``). With ``k == B - 1`` every other sample is used.
-    """
-    b = positive.shape[0]
-    if not 1 <= k <= b - 1:
-        raise ValueError(f"k = {k}: in-batch negatives need 1 <= k <= batch_size - 1 = {b - 1}")
-    scores = torch.rand(b, b, generator=generator, device="cpu").to(positive.device)
-    scores.fill_diagonal_(-1.0)  # never pick the anchor's own positive
-    idx = scores.topk(k, dim=1).indices  # (B, k), distinct, excludes i
-    return positive[idx]
-
-
 _SHIFT_LIMIT = 0.9  # fraction of the dtype's exponent range the fixed shift may use
 
 

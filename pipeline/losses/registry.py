@@ -2,9 +2,8 @@
 
 Every loss is called through one adapter signature, ``fn(batch, tau, options) -> scalar``, so the
 training loop needs no per-loss branches. ``options`` holds exactly the keys of ``defaults``
-(the config layer fills defaults and rejects unknown keys before any work starts, via
-:func:`resolve_options`, whose ``where`` prefix, e.g. ``"loss_options.weince"``, names the key in
-every error).
+(``params.yaml``'s ``loss_options.<name>`` is validated against the loss's options dataclass by
+the params schema before any work starts).
 
 Two-view losses on labels (supcon, soft_supcon, y_aware, xclr) concatenate anchor and positive
 into 2B samples with the labels repeated, so each anchor's other view is always a positive.
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,9 +21,19 @@ from torch import Tensor
 
 from pipeline.losses.dcl import dcl
 from pipeline.losses.infonce import infonce, nt_xent
-from pipeline.losses.synco import SYNTHETIC_COUNTS, synco_loss, synthetic_negatives
-from pipeline.losses.weighted import soft_supcon, supcon, xclr_two_views, y_aware_two_views
-from pipeline.losses.weince import weince
+from pipeline.losses.synco import SYNTHETIC_COUNTS, SyncoOptions, synco_loss, synthetic_negatives
+from pipeline.losses.weighted import (
+    SoftSupconOptions,
+    XclrOptions,
+    YAwareOptions,
+    soft_supcon,
+    supcon,
+    xclr_two_views,
+    y_aware_two_views,
+)
+from pipeline.losses.weince import MIN_K as WEINCE_MIN_K
+from pipeline.losses.weince import WeinceOptions, weince
+from pipeline.options import NoOptions, defaults, fill
 
 
 @dataclass(frozen=True)
@@ -50,79 +59,29 @@ class LossBatch:
 
 
 LossFn = Callable[[LossBatch, Any, Mapping[str, Any]], Tensor]
-Validator = Callable[[Mapping[str, Any], str], None]
 
 
 @dataclass(frozen=True)
 class LossSpec:
-    """A registered loss: its adapter, allowed options with defaults, and what it needs.
+    """A registered loss: its adapter, its options, and what it needs.
 
-    ``validate(options, where)`` raises ValueError naming ``where.option``, the value and what
-    is allowed.
+    ``options``: a frozen dataclass declaring the options with defaults and constraints (see
+    :mod:`pipeline.options`); the params schema validates ``loss_options.<name>`` against it.
+    ``min_k``: the fewest negatives per anchor the loss is defined for (checked in ``resolve``).
+    ``modules``: the modules whose code computes the loss (its code fingerprint); the adapter's
+    own module is added.
     """
 
     fn: LossFn
-    defaults: Mapping[str, Any] = field(default_factory=dict)
+    options: type = NoOptions
     needs_labels: bool = False
     needs_negatives: bool = True  # uses batch.negatives (the grid's k)
-    validate: Validator | None = None
+    min_k: int = 1
+    modules: tuple[str, ...] = ()
 
-
-# --- option checks ------------------------------------------------------------------------
-
-
-def _number(
-    options: Mapping[str, Any],
-    key: str,
-    where: str,
-    lo: float,
-    lo_open: bool,
-    hi: float | None = None,
-) -> None:
-    v = options[key]
-    ok = isinstance(v, int | float) and not isinstance(v, bool)
-    if ok:
-        ok = (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
-    if not ok:
-        bound = f"{'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi is not None else "")
-        raise ValueError(f"{where}.{key} = {v!r}: must be a number {bound}")
-
-
-def _count(options: Mapping[str, Any], key: str, where: str, lo: int) -> None:
-    v = options[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{where}.{key} = {v!r}: must be an integer >= {lo}")
-
-
-def _validate_weince(o: Mapping[str, Any], where: str) -> None:
-    if o["beta"] not in ("fixed", "fitted"):
-        raise ValueError(f"{where}.beta = {o['beta']!r}: allowed fixed | fitted")
-    for key in ("kappa_rho", "kappa_aic"):
-        _number(o, key, where, 0.0, lo_open=True)
-    _number(o, "margin_aic", where, float("-inf"), lo_open=True)
-    _number(o, "rho_quantile", where, 0.0, lo_open=False, hi=1.0)
-    _number(o, "tail_frac", where, 0.0, lo_open=True, hi=1.0)
-
-
-def _validate_synco(o: Mapping[str, Any], where: str) -> None:
-    _count(o, "hardest", where, 1)
-    _count(o, "warmup_steps", where, 0)
-    _count(o, "queue_size", where, 0)
-    _number(o, "momentum", where, 0.0, lo_open=False, hi=1.0)
-    for kind in SYNTHETIC_COUNTS:
-        _count(o, f"n_{kind}", where, 0)
-    _number(o, "alpha_max", where, 0.0, lo_open=False, hi=1.0)
-    _number(o, "beta_max", where, 1.0, lo_open=False)
-    for key in ("sigma", "delta", "eta"):
-        _number(o, key, where, 0.0, lo_open=False)
-
-
-def _positive(*keys: str) -> Validator:
-    def check(o: Mapping[str, Any], where: str) -> None:
-        for key in keys:
-            _number(o, key, where, 0.0, lo_open=True)
-
-    return check
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return defaults(self.options)
 
 
 # --- adapters -----------------------------------------------------------------------------
@@ -205,79 +164,29 @@ def _xclr(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
 
 
 LOSSES: dict[str, LossSpec] = {
-    "infonce": LossSpec(fn=_infonce),
-    "nt_xent": LossSpec(fn=_nt_xent, needs_negatives=False),
-    "dcl": LossSpec(fn=_dcl),
-    "weince": LossSpec(
-        fn=_weince,
-        defaults={
-            "beta": "fixed",
-            "kappa_rho": 10.0,
-            "kappa_aic": 1.0,
-            "margin_aic": 2.0,
-            "rho_quantile": 0.2,
-            "tail_frac": 0.10,
-        },
-        validate=_validate_weince,
-    ),
-    "synco": LossSpec(
-        fn=_synco,
-        defaults={
-            "hardest": 1024,
-            **{f"n_{kind}": n for kind, n in SYNTHETIC_COUNTS.items()},
-            "alpha_max": 0.5,
-            "beta_max": 1.5,
-            "sigma": 0.01,
-            "delta": 0.01,
-            "eta": 0.01,
-            "warmup_steps": 0,
-            # MoCo state, read by the training loop (not by the loss): a queue of this many keys
-            # from a momentum encoder updated with this coefficient; 0 = no queue, the batch's
-            # negatives stand in (see _synco)
-            "queue_size": 0,
-            "momentum": 0.999,
-        },
-        validate=_validate_synco,
-    ),
-    "supcon": LossSpec(fn=_supcon, needs_labels=True, needs_negatives=False),
-    "soft_supcon": LossSpec(
-        fn=_soft_supcon,
-        defaults={"eps": 0.1},
-        needs_labels=True,
-        needs_negatives=False,
-        validate=_positive("eps"),
-    ),
-    "y_aware": LossSpec(
-        fn=_y_aware,
-        defaults={"sigma": 1.0},
-        needs_labels=True,
-        needs_negatives=False,
-        validate=_positive("sigma"),
-    ),
-    "xclr": LossSpec(
-        fn=_xclr,
-        defaults={"tau_s": 0.1},
-        needs_labels=True,
-        needs_negatives=False,
-        validate=_positive("tau_s"),
-    ),
+    "infonce": LossSpec(fn=_infonce, modules=("pipeline.losses.infonce",)),
+    "nt_xent": LossSpec(fn=_nt_xent, needs_negatives=False, modules=("pipeline.losses.infonce",)),
+    "dcl": LossSpec(fn=_dcl, modules=("pipeline.losses.dcl",)),
+    "weince": LossSpec(fn=_weince, options=WeinceOptions, min_k=WEINCE_MIN_K,
+                       modules=("pipeline.losses.weince",)),
+    "synco": LossSpec(fn=_synco, options=SyncoOptions, modules=("pipeline.losses.synco",)),
+    "supcon": LossSpec(fn=_supcon, needs_labels=True, needs_negatives=False,
+                       modules=("pipeline.losses.weighted",)),
+    "soft_supcon": LossSpec(fn=_soft_supcon, options=SoftSupconOptions, needs_labels=True,
+                            needs_negatives=False, modules=("pipeline.losses.weighted",)),
+    "y_aware": LossSpec(fn=_y_aware, options=YAwareOptions, needs_labels=True,
+                        needs_negatives=False, modules=("pipeline.losses.weighted",)),
+    "xclr": LossSpec(fn=_xclr, options=XclrOptions, needs_labels=True, needs_negatives=False,
+                     modules=("pipeline.losses.weighted",)),
 }
 
 
 def resolve_options(name: str, given: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
-    """Defaults of loss ``name`` overlaid with ``given``; unknown keys or bad values fail naming
-    ``where`` (e.g. ``loss_options.weince.beta = 'x': allowed fixed | fitted``)."""
+    """Every option of loss ``name``: its defaults overlaid with ``given``.
+
+    Fills and checks the keys only; the values are validated by the params schema
+    (``pipeline.config``), which every cell's options have passed.
+    """
     if name not in LOSSES:
         raise ValueError(f"{where}: unknown loss {name!r}; allowed: {sorted(LOSSES)}")
-    spec = LOSSES[name]
-    given = dict(given or {})
-    unknown = sorted(set(given) - set(spec.defaults))
-    if unknown:
-        raise ValueError(
-            f"{where}.{unknown[0]} = {given[unknown[0]]!r}: unknown option for loss {name!r}; "
-            f"allowed: {sorted(spec.defaults) or 'none'}"
-        )
-    options = {**spec.defaults, **given}
-    if spec.validate is not None:
-        spec.validate(options, where)
-    return options
+    return fill(LOSSES[name].options, given, where)

@@ -9,60 +9,94 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import torch
+from annotated_types import Gt
 from torch import Tensor, nn
 
-SCHEDULES: dict[str, dict[str, Any]] = {
-    "constant": {"tau": 0.1},
-    # β(t) = 1/τ(t) = c·log(t + 2), clipped to [1/tau_max, 1/tau_min]
-    "log_anneal": {"c": 2.0, "tau_min": 0.05, "tau_max": 1.0},
-    "linear": {"tau_start": 1.0, "tau_end": 0.1},
-    "cosine": {"tau_start": 1.0, "tau_end": 0.1},
-    # CLIP: log(1/τ) is a parameter, clamped so that τ stays in [tau_min, tau_max]
-    "learnable": {"tau_init": 0.07, "tau_min": 0.01, "tau_max": 1.0},
-}
+from pipeline.options import OptionError, fill, option
 
-_POSITIVE = {"tau", "c", "tau_min", "tau_max", "tau_start", "tau_end", "tau_init"}
+Temperature = Annotated[float, Gt(0)]
+
+
+def _ordered(low: str, high: str, options: Any) -> None:
+    if not getattr(options, low) < getattr(options, high):
+        raise OptionError(low, getattr(options, low),
+                          f"must be < {high} = {getattr(options, high)!r}")
+
+
+@dataclass(frozen=True)
+class ConstantOptions:
+    tau: Temperature = option(0.1, "τ at every step")
+
+
+@dataclass(frozen=True)
+class LogAnnealOptions:
+    """β(t) = 1/τ(t) = c·log(t + 2), clipped to [1/tau_max, 1/tau_min]."""
+
+    c: Annotated[float, Gt(0)] = option(2.0, "slope of the inverse temperature in log(t + 2)")
+    tau_min: Temperature = option(0.05, "the smallest τ (the schedule's target)")
+    tau_max: Temperature = option(1.0, "the largest τ")
+
+    def __post_init__(self) -> None:
+        _ordered("tau_min", "tau_max", self)
+
+
+@dataclass(frozen=True)
+class RampOptions:
+    """Linear or cosine from tau_start at the first step to tau_end at the last."""
+
+    tau_start: Temperature = option(1.0, "τ at the first step")
+    tau_end: Temperature = option(0.1, "τ at the last step (the schedule's target)")
+
+
+@dataclass(frozen=True)
+class LearnableOptions:
+    """CLIP: log(1/τ) is a parameter, clamped so that τ stays in [tau_min, tau_max]."""
+
+    tau_init: Temperature = option(0.07, "τ at the start (the schedule's target)")
+    tau_min: Temperature = option(0.01, "lower clamp of τ")
+    tau_max: Temperature = option(1.0, "upper clamp of τ")
+
+    def __post_init__(self) -> None:
+        _ordered("tau_min", "tau_max", self)
+        if not self.tau_min <= self.tau_init <= self.tau_max:
+            raise OptionError("tau_init", self.tau_init,
+                              f"must be in [tau_min, tau_max] = [{self.tau_min}, {self.tau_max}]")
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A registered schedule: its options and the one the grid's τ sets (its target)."""
+
+    options: type
+    target: str
+
+
+SCHEDULES: dict[str, ScheduleSpec] = {
+    "constant": ScheduleSpec(ConstantOptions, "tau"),
+    "log_anneal": ScheduleSpec(LogAnnealOptions, "tau_min"),
+    "linear": ScheduleSpec(RampOptions, "tau_end"),
+    "cosine": ScheduleSpec(RampOptions, "tau_end"),
+    "learnable": ScheduleSpec(LearnableOptions, "tau_init"),
+}
 
 
 def resolve_schedule_options(
     name: str, given: Mapping[str, Any] | None, where: str
 ) -> dict[str, Any]:
-    """Defaults of schedule ``name`` overlaid with ``given``; fails naming ``where``.
+    """Every option of schedule ``name``: defaults overlaid with ``given``, cross-rules checked.
 
-    Unknown schedule or option, a non-positive temperature or constant, or tau_min ≥ tau_max
-    raise ``ValueError`` with the dotted key, the value and what is allowed.
+    Values are validated by the params schema (``pipeline.config``); here unknown names and keys
+    and the rules across options (tau_min < tau_max, ...) raise ``ValueError`` naming ``where``.
     """
     if name not in SCHEDULES:
         raise ValueError(
             f"{where}: unknown temperature schedule {name!r}; allowed: {' | '.join(SCHEDULES)}"
         )
-    given = dict(given or {})
-    defaults = SCHEDULES[name]
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"{where}.{unknown[0]} = {given[unknown[0]]!r}: unknown option for schedule {name!r}; "
-            f"allowed: {sorted(defaults) or 'none'}"
-        )
-    options = {**defaults, **given}
-    for key, value in options.items():
-        if key in _POSITIVE and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
-        ):
-            raise ValueError(f"{where}.{key} = {value!r}: must be a number > 0")
-    if "tau_min" in options and options["tau_min"] >= options["tau_max"]:
-        raise ValueError(
-            f"{where}.tau_min = {options['tau_min']!r}: must be < tau_max = {options['tau_max']!r}"
-        )
-    if name == "learnable" and not options["tau_min"] <= options["tau_init"] <= options["tau_max"]:
-        raise ValueError(
-            f"{where}.tau_init = {options['tau_init']!r}: must be in "
-            f"[tau_min, tau_max] = [{options['tau_min']}, {options['tau_max']}]"
-        )
-    return options
+    return fill(SCHEDULES[name].options, given, where)
 
 
 def _progress(step: int, total_steps: int) -> float:

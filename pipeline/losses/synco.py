@@ -2,26 +2,52 @@
 (SPEC.md §1; Giakoumoglou & Stathaki, arXiv 2410.02401; code ``giakoumoglou/synco``).
 
 The queue and the momentum encoder belong to the training loop's state; here are only pure
-functions: the synthetic negatives, the loss, and ``enqueue``.
+functions: the synthetic negatives and the loss (the queue's update is
+:func:`pipeline.losses.negatives.enqueue`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
+from annotated_types import Ge, Interval
 from torch import Tensor
 
-# type → default count (SPEC.md §1 table); the order is the column order of the output
-SYNTHETIC_COUNTS: dict[str, int] = {
-    "interpolated": 256,
-    "extrapolated": 256,
-    "mixup": 256,
-    "noise": 64,
-    "perturbed": 64,
-    "adversarial": 64,
-}
+from pipeline.options import defaults, option
+
+Count = Annotated[int, Ge(0)]
+
+
+@dataclass(frozen=True)
+class SyncoOptions:
+    """``loss_options.synco`` (SPEC.md §1 table: the six synthetic types and their counts)."""
+
+    hardest: Annotated[int, Ge(1)] = option(1024, "synthetic negatives come from this many hardest queue entries")
+    n_interpolated: Count = option(256, "α·q + (1−α)·n, α ~ U(0, alpha_max)")
+    n_extrapolated: Count = option(256, "q + β·(n − q), β ~ U(1, beta_max)")
+    n_mixup: Count = option(256, "γ·n_a + (1−γ)·n_b, γ ~ U(0, 1)")
+    n_noise: Count = option(64, "n + N(0, sigma² I)")
+    n_perturbed: Count = option(64, "n + delta·q")
+    n_adversarial: Count = option(64, "n + eta·sign(q)")
+    alpha_max: Annotated[float, Interval(ge=0, le=1)] = option(0.5, "upper end of α")
+    beta_max: Annotated[float, Ge(1)] = option(1.5, "upper end of β")
+    sigma: Annotated[float, Ge(0)] = option(0.01, "std of the noise type")
+    delta: Annotated[float, Ge(0)] = option(0.01, "step of the perturbed type")
+    eta: Annotated[float, Ge(0)] = option(0.01, "step of the adversarial type")
+    warmup_steps: Annotated[int, Ge(0)] = option(0, "steps before synthetic negatives are added")
+    # MoCo state, read by the training loop (not by the loss): a queue of this many keys from a
+    # momentum encoder updated with this coefficient; 0 = no queue, the batch's negatives stand in
+    queue_size: Annotated[int, Ge(0)] = option(0, "MoCo queue length (0: the batch's negatives stand in)")
+    momentum: Annotated[float, Interval(ge=0, le=1)] = option(0.999, "momentum of the key encoder")
+
+
+# type → default count; the order is the column order of the output
+SYNTHETIC_COUNTS: dict[str, int] = {key[2:]: value for key, value in defaults(SyncoOptions).items()
+                                    if key.startswith("n_")}
 
 
 def _rand(shape: tuple[int, ...], like: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -142,19 +168,3 @@ def synco_loss(
     """
     logits = synco_logits(q, k_pos, queue, synthetic, tau)
     return torch.logsumexp(logits, dim=1).mean() - logits[:, 0].mean()
-
-
-def enqueue(queue: Tensor, keys: Tensor, ptr: int) -> tuple[Tensor, int]:
-    """Write ``keys`` ``(n, d)`` into a copy of ``queue`` ``(K, d)`` from row ``ptr``, wrapping.
-
-    Returns ``(new_queue, (ptr + n) % K)``; the keys are detached. n ≤ K.
-    """
-    k, n = queue.shape[0], keys.shape[0]
-    if n > k:
-        raise ValueError(f"enqueue: {n} keys do not fit a queue of {k}")
-    if not 0 <= ptr < k:
-        raise ValueError(f"enqueue: ptr = {ptr}: must be in [0, {k})")
-    rows = (ptr + torch.arange(n, device=queue.device)) % k
-    new = queue.clone()
-    new[rows] = keys.detach().to(queue.dtype)
-    return new, (ptr + n) % k

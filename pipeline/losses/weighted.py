@@ -9,11 +9,36 @@ the mean; if no anchor has a target the loss is 0 (still attached to the graph).
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
+from annotated_types import Gt
 from torch import Tensor
+
+from pipeline.options import option
+
+
+@dataclass(frozen=True)
+class SoftSupconOptions:
+    """``loss_options.soft_supcon``."""
+
+    eps: Annotated[float, Gt(0)] = option(0.1, "weight of other-class samples before normalising")
+
+
+@dataclass(frozen=True)
+class YAwareOptions:
+    """``loss_options.y_aware``."""
+
+    sigma: Annotated[float, Gt(0)] = option(1.0, "σ of the label kernel exp(−‖y_i − y_j‖²/(2σ²))")
+
+
+@dataclass(frozen=True)
+class XclrOptions:
+    """``loss_options.xclr``."""
+
+    tau_s: Annotated[float, Gt(0)] = option(0.1, "τ_s of the target softmax over the graph S")
 
 
 def _eye(n: int, device: torch.device) -> Tensor:

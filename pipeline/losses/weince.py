@@ -8,16 +8,35 @@ anchors: one ``topk`` for the tail and closed-form least squares per row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import torch
 import torch.nn.functional as F
+from annotated_types import Ge, Gt, Interval, Le
 from torch import Tensor
 
 from pipeline.losses.infonce import tuple_logits
+from pipeline.options import option
 
 SHORTFALL_FLOOR = 1e-6  # δ = 1 − s is floored here; s is clamped to ≤ 1 − this in the logits
 SSE_FLOOR = 1e-12  # a perfect fit (SSE = 0) would give AIC = −inf; floored as in the official code
 BAD_SLOPE_PENALTY = 1e6
+MIN_K = 3  # the tail fit needs two points after dropping the first max(1, t//20)
+
+
+@dataclass(frozen=True)
+class WeinceOptions:
+    """``loss_options.weince`` (SPEC.md §1): the gate's constants and the Weibit's β."""
+
+    beta: Literal["fixed", "fitted"] = option(
+        "fixed", "fixed: β = 1 in the logits (the official code); fitted: the paper's Weibull slope")
+    kappa_rho: Annotated[float, Gt(0)] = option(10.0, "κ_ρ: sharpness of the endpoint gate")
+    kappa_aic: Annotated[float, Gt(0)] = option(1.0, "κ_AIC: sharpness of the tail-model gate")
+    margin_aic: float = option(2.0, "m_AIC: the ΔAIC at which the tail gate is one half")
+    rho_quantile: Annotated[float, Ge(0), Le(1)] = option(
+        0.2, "ρ0 is this quantile of the batch's endpoint gaps")
+    tail_frac: Annotated[float, Interval(gt=0, le=1)] = option(
+        0.10, "tail size t = clip(max(32, round(tail_frac·k)), 10, k)")
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,14 @@ import pandas as pd
 from scipy import stats as sps
 
 from pipeline.report.tables import (
-    DEFAULT_METRICS,
-    GRID_AXES,
     as_columns,
+    axes_in,
     check_columns,
     check_level,
+    metrics_in,
     ok_cells,
-    present,
-    t_interval,
 )
+from pipeline.stats import seed_ci
 
 RESULT_COLUMNS = ("baseline", "metric", "n_pairs", "baseline_mean", "variant_mean", "diff_mean",
                   "diff_lo", "diff_hi", "t_stat", "p_value", "wilcoxon_p", "significant")
@@ -59,7 +58,8 @@ def paired(variant: np.ndarray, baseline: np.ndarray, level: float = 0.95,
     v, b = np.asarray(variant, dtype=float), np.asarray(baseline, dtype=float)
     keep = ~(np.isnan(v) | np.isnan(b))
     v, b = v[keep], b[keep]
-    mean, lo, hi = t_interval(v - b, level)
+    ci = seed_ci(v - b, level)
+    mean, lo, hi = ci.estimate, ci.low, ci.high
     t_stat = p = w_p = np.nan
     if v.size >= 2:
         with warnings.catch_warnings():
@@ -75,7 +75,7 @@ def paired(variant: np.ndarray, baseline: np.ndarray, level: float = 0.95,
 
 def default_pair_on(board: pd.DataFrame, axis: str) -> list[str]:
     """The grid axes present in ``board`` other than ``axis`` and ``seed``."""
-    return [c for c in present(GRID_AXES, board) if c not in (axis, "seed")]
+    return [c for c in axes_in(board) if c not in (axis, "seed")]
 
 
 def _check_unique(cells: pd.DataFrame, keys: list[str], side: str) -> None:
@@ -102,6 +102,7 @@ def compare_to_baseline(board: pd.DataFrame, baseline: str = "infonce", axis: st
     """One row per (variant ≠ baseline, setting, metric) with the ``RESULT_COLUMNS``.
 
     pair_on: the setting columns (None: ``default_pair_on``); cells pair on pair_on + seed.
+    metrics: None means every registered metric the board has.
     by_setting=False pools the pairs of all settings into one row per (variant, metric).
     Settings without both variants are left out; only ``status == 'ok'`` cells count.
     """
@@ -114,7 +115,7 @@ def compare_to_baseline(board: pd.DataFrame, baseline: str = "infonce", axis: st
         raise ValueError(f"baseline = {baseline!r}: not a value of {axis!r}; "
                          f"allowed: {', '.join(map(str, values))}")
     pair_on = as_columns(pair_on, "pair_on", default_pair_on(board, axis))
-    metrics = as_columns(metrics, "metrics", present(DEFAULT_METRICS, board))
+    metrics = as_columns(metrics, "metrics", metrics_in(board))
     check_columns(board, pair_on, "pair_on", allowed=[c for c in board if c not in (axis, "seed")])
     check_columns(board, metrics, "metrics", numeric=True)
     ok, keys, rows = ok_cells(board), [*pair_on, "seed"], []

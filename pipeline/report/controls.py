@@ -6,9 +6,12 @@ cell's diagnostics are shown beside those of the same encoder at initialisation 
 seed, same held-out data), with the difference and an interval for it. A diagnostic is marked
 "not changed by training" when that interval covers zero.
 
-Interval of a difference: each side's 95% interval (bootstrap for CV, over coordinates for AD/DP,
-see ``pipeline.stats.intervals``) is turned into a standard error, se ≈ (high − low)/(2·z), and
-trained − control ± z·√(se_t² + se_c²) — a normal approximation treating the two as independent.
+Interval of a difference: each side's interval at the level ``report.level`` (the stats stage
+builds them at that level: bootstrap for CV, over coordinates for AD/DP, see
+``pipeline.stats.intervals``) is turned into a standard error, se ≈ (high − low)/(2·z) with
+z = Φ⁻¹((1 + level)/2), and trained − control ± z·√(se_t² + se_c²) — a normal approximation
+treating the two as independent. The level passed here must be the one the intervals were built
+at; every sentence states it.
 """
 
 from __future__ import annotations
@@ -19,12 +22,18 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-CONTROL_STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
+from pipeline.grid import GRID_AXES, SUPERVISED
+from pipeline.metrics import METRICS
+
+# the distribution statistics measured on the untrained encoder too, by the stats stage
+# (registry: the control_ and null_ families; the probe's control_ columns come from its stage)
+CONTROL_STATS = tuple(m.name for m in METRICS.values() if {"control_", "null_"} <= m.families)
 
 
 def difference_interval(est_t: float, lo_t: float, hi_t: float, est_c: float, lo_c: float,
                         hi_c: float, level: float = 0.95) -> tuple[float, float, float]:
-    """(difference, low, high) of trained − control from the two intervals (normal approximation)."""
+    """(difference, low, high) of trained − control from the two intervals, both at ``level``
+    (normal approximation); the result is at ``level`` too."""
     z = float(sps.norm.ppf((1 + level) / 2))
     se = math.hypot((hi_t - lo_t) / (2 * z), (hi_c - lo_c) / (2 * z))
     diff = est_t - est_c
@@ -60,9 +69,10 @@ def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float =
     return out
 
 
-# A supervised cell shares its initial weights and training rows with the contrastive cells of the
-# same (arch, n, embed_dim, batch_size, seed): pipeline.train seeds both from these alone.
-SUPERVISED_KEYS = ("arch", "n", "embed_dim", "batch_size", "seed")
+# A supervised cell shares its initial weights and training rows with the contrastive cells that
+# agree on every axis a supervised cell has (arch, n, embed_dim, batch_size, seed):
+# pipeline.train seeds both from these alone.
+SUPERVISED_KEYS = tuple(a for a in GRID_AXES if a not in SUPERVISED and a != "objective")
 
 
 def supervised_columns(board: pd.DataFrame) -> pd.DataFrame:
@@ -80,8 +90,9 @@ def supervised_columns(board: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def control_summary(board: pd.DataFrame) -> list[str]:
-    """Sentences for the report: per diagnostic, in how many cells training changed it."""
+def control_summary(board: pd.DataFrame, level: float = 0.95) -> list[str]:
+    """Sentences for the report: per diagnostic, in how many cells training changed it (the
+    ``level`` interval of trained − untrained excludes 0)."""
     lines = []
     for s in CONTROL_STATS:
         col = f"changed_{s}"
@@ -90,6 +101,6 @@ def control_summary(board: pd.DataFrame) -> list[str]:
         known = board[col].dropna()
         if len(known):
             lines.append(f"{s}: changed by training in {int(known.astype(bool).sum())} of "
-                         f"{len(known)} cells (95% interval of trained − untrained excludes 0); "
+                         f"{len(known)} cells ({level:.0%} interval of trained − untrained excludes 0); "
                          f"not changed in {int((~known.astype(bool)).sum())}.")
     return lines

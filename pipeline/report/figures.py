@@ -1,12 +1,19 @@
 """Report figures (matplotlib, Agg). Each takes a table and a path stem, writes ``<stem>.png`` and
 ``<stem>.svg`` (SVG without a date and with a fixed hash salt, so reruns give the same bytes) and
-returns both paths. Means and intervals are over the cells at each point (Student-t, ``level``).
+returns both paths. Means and intervals are over the cells at each point
+(:func:`pipeline.stats.seed_ci`, ``level``).
+
+:func:`plan` decides which figures a run gets (pure: :class:`FigureSpec` values) and :func:`draw`
+draws one. The number of figures and of lines per figure is bounded whatever the grid size: a
+figure draws at most ``MAX_LINES`` series (the hue axes are chosen so), and averages over the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -15,12 +22,25 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline.report.render import group_columns  # noqa: E402
-from pipeline.report.tables import GRID_AXES, check_columns, ok_cells, t_interval  # noqa: E402
+from pipeline.grid import GRID_AXES, GridPoint  # noqa: E402
+from pipeline.metrics import is_metric, lookup  # noqa: E402
+from pipeline.report.render import axis_header  # noqa: E402
+from pipeline.report.tables import check_columns, ok_cells  # noqa: E402
+from pipeline.stats import seed_ci  # noqa: E402
 
-CV_AXES = ("n", "embed_dim", "batch_size", "k")  # numeric grid axes to put on a log x axis
-_AXIS_LABELS = {"n": "training size n", "embed_dim": "embedding dimension d",
-                "batch_size": "batch size", "k": "negatives k", "epoch": "epoch"}
+# the integer grid axes (sizes: k, n, d, B) but the seed, to put on a log x axis
+CV_AXES = tuple(f.name for f in fields(GridPoint) if f.type in ("int", int) and f.name != "seed")
+
+
+MAX_LINES = 8  # series per figure: more make an unreadable legend
+
+
+def _ylabel(metric: str) -> str:
+    """The registry's label (fractions stay fractions on the axis), else the column name."""
+    if not is_metric(metric):
+        return metric
+    m = lookup(metric)
+    return f"{m.label} (fraction)" if m.unit == "%" else m.label + (f" ({m.unit})" if m.unit else "")
 
 
 def save(fig: plt.Figure, path_stem: Path) -> list[Path]:
@@ -42,8 +62,14 @@ def _label(key: tuple, names: Sequence[str]) -> str:
                       for n, v in zip(names, key, strict=True)) or "all"
 
 
+def _ci(values: np.ndarray, level: float) -> tuple[float, float, float]:
+    x = np.asarray(values, dtype=float)
+    ci = seed_ci(x[~np.isnan(x)], level)
+    return ci.estimate, ci.low, ci.high
+
+
 def _mean_ci(df: pd.DataFrame, x: str, y: str, level: float) -> pd.DataFrame:
-    rows = [(xv, *t_interval(part[y].to_numpy(float), level)) for xv, part in df.groupby(x)]
+    rows = [(xv, *_ci(part[y].to_numpy(float), level)) for xv, part in df.groupby(x)]
     return pd.DataFrame(rows, columns=[x, "mean", "lo", "hi"]).sort_values(x)
 
 
@@ -91,9 +117,11 @@ def metric_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str
             _lines(ax, part, axis, f"control_{metric}", list(hue), level,
                    suffix=" (untrained)", linestyle="--", colors=colors)
         ax.set_xscale("log", base=2)
-        ax.set(xlabel=_AXIS_LABELS[axis], title=f"{facet} = {value}" if facet else None)
+        symbol = axis_header(axis)
+        ax.set(xlabel=axis if symbol == axis else f"{axis} ({symbol})",
+               title=f"{axis_header(facet)} = {value}" if facet else None)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"{metric} (thin-shell CV)" if metric == "cv" else metric)
+    axes[0][0].set_ylabel(_ylabel(metric))
     axes[0][-1].legend(fontsize=7)
     return save(fig, path_stem)
 
@@ -196,13 +224,15 @@ def bound_terms(df: pd.DataFrame, path_stem: Path, terms: Sequence[str] | None =
     return save(fig, path_stem)
 
 
-def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str) -> list[Path]:
+def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str,
+                       keys: Sequence[str] | None = None) -> list[Path]:
     """Bars of ``<metric>_mean`` per ``aggregate`` row with the interval as error bars,
-    coloured by loss variant when the table has a ``loss`` column."""
+    coloured by loss variant when the table has a ``loss`` column; bars are labelled by the
+    ``keys`` (default: the table's group columns) that differ between them."""
     if f"{metric}_mean" not in table:
         have = [c[:-5] for c in table.columns if c.endswith("_mean")]
         raise ValueError(f"metric = {metric!r}: not in the table; allowed: {', '.join(have)}")
-    keys = group_columns(table)
+    keys = list(keys if keys is not None else table.attrs.get("group_by", []))
     keys = [k for k in keys if table[k].nunique() > 1] or keys[:1]  # what tells the bars apart
     labels = [_label(tuple(r), keys) for r in table[keys].itertuples(index=False)]
     mean = table[f"{metric}_mean"].to_numpy(float)
@@ -215,6 +245,100 @@ def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str) -> lis
     fig, ax = plt.subplots(figsize=(max(5, 0.45 * len(table) + 2), 4))
     ax.bar(np.arange(len(table)), mean, yerr=np.nan_to_num(err), capsize=3, color=colors)
     ax.set_xticks(np.arange(len(table)), labels, rotation=45, ha="right", fontsize=7)
-    ax.set_ylabel(metric)
+    ax.set_ylabel(_ylabel(metric))
     ax.grid(alpha=0.3, axis="y")
     return save(fig, path_stem)
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of the report: what :func:`draw` needs, decided by :func:`plan`.
+
+    name: the file stem under ``reports/plots``; kind: a key of ``DRAW``; data: the table it
+    draws; options: keyword arguments of the drawing function.
+    """
+
+    name: str
+    caption: str
+    kind: str
+    data: pd.DataFrame = field(repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def hue_axes(cells: pd.DataFrame, candidates: Sequence[str], limit: int = MAX_LINES) -> tuple[str, ...]:
+    """The candidate axes that vary, taken in order while their value combinations stay within
+    ``limit`` lines (the first varying one always, so a figure tells its variants apart)."""
+    chosen: list[str] = []
+    lines = 1
+    for axis in candidates:
+        n = cells[axis].nunique() if axis in cells else 1
+        if n > 1 and (not chosen or lines * n <= limit):
+            chosen.append(axis)
+            lines *= n
+    return tuple(chosen)
+
+
+def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: pd.DataFrame,
+         primary: str | None, level: float) -> list[FigureSpec]:
+    """The report's figures: CV against each varying size axis (untrained control dashed),
+    the primary metric against k, AD/DP pass rates against epoch, the best setting of each
+    variant, Theorem 1's terms, embedding norms. best: one aggregate row per variant (its best
+    setting); primary: the ranking metric (None: no ranking figures)."""
+    ok = ok_cells(cells)
+    specs = []
+    betser = {"embed_dim": "batch_size", "batch_size": "embed_dim"}  # CV against one, per the other
+    control = "control_cv" in ok  # dashed twins of every line: half as many hue values
+    for axis in (a for a in CV_AXES if a in ok and ok[a].nunique() > 1 and "cv" in ok):
+        hue = hue_axes(ok, ("loss", betser.get(axis, "")) if axis in betser else ("loss",),
+                       MAX_LINES // 2 if control else MAX_LINES)
+        facet = "tau" if "tau" in ok and 1 < ok.tau.nunique() <= 4 else None
+        specs.append(FigureSpec(f"cv_vs_{axis}", f"CV against {axis}" + (
+            " (untrained dashed)" if control else ""), "metric_vs", ok,
+            {"axis": axis, "hue": hue, "facet": facet, "control": control, "level": level}))
+    if primary and primary in ok and "k" in ok and ok.k.nunique() > 1:
+        specs.append(FigureSpec(f"{primary}_vs_k" if primary != "recall_at_1" else "recall_vs_k",
+                                f"{lookup(primary).label} against k", "metric_vs", ok,
+                                {"axis": "k", "metric": primary, "level": level,
+                                 "hue": hue_axes(ok, ("loss", "arch", "tau", "embed_dim"))}))
+    if len(stats) and stats.epoch.nunique() > 1 and "loss" in cells:
+        raw = stats[stats.representation == "raw"].merge(cells[["cell_id", "loss"]], on="cell_id")
+        specs.append(FigureSpec("pass_rate_vs_epoch", "AD and DP pass rates against epoch",
+                                "pass_rate_vs_epoch", raw, {"level": level}))
+    if primary and len(best) and f"{primary}_mean" in best:
+        specs.append(FigureSpec(f"variant_{primary}", f"{lookup(primary).label}: the best "
+                                "setting of each variant", "variant_comparison", best,
+                                {"metric": primary}))
+    if "bound_status" in bounds:
+        usable = bounds[bounds.bound_status.astype(str).str.startswith(("ok", "partial"))]
+        terms = usable.drop(columns=["k", "tau"], errors="ignore").merge(
+            cells[["cell_id", "loss", "arch", "k", "tau"]], on="cell_id")
+        if len(terms):
+            specs.append(FigureSpec("bound_terms", "Theorem 1: the bound's terms (first 12 "
+                                    "cells)", "bound_terms", terms.head(12).rename(
+                                        columns={"total": "bound", "measured_gap": "gap"}),
+                                    {"label_cols": ["loss", "arch", "k", "tau"]}))
+    if len(ok) and "loss" in ok:
+        top = ok.drop_duplicates("loss")  # cells come best first
+        labels = [f"{r.loss} ({r.arch}, k={r.k}, τ={r.tau:g})" if {"arch", "k", "tau"} <= set(ok)
+                  else str(r.loss) for r in top.itertuples()]
+        specs.append(FigureSpec("norm_histograms", "Embedding norms of the best cell of each loss",
+                                "norm_histograms", pd.DataFrame({"label": labels,
+                                                                 "cell_id": list(top.cell_id)})))
+    return specs
+
+
+def draw(spec: FigureSpec, out_dir: Path,
+         norms: Callable[[str], np.ndarray] | None = None) -> list[Path]:
+    """Draw ``spec`` as ``<out_dir>/<name>.{png,svg}``; norms: cell id → its embedding norms
+    (needed by ``norm_histograms`` only)."""
+    stem = Path(out_dir) / spec.name
+    if spec.kind == "norm_histograms":
+        if norms is None:
+            raise ValueError("norms: needed to draw the norm histograms (cell id -> norms)")
+        return norm_histograms({r.label: norms(r.cell_id) for r in spec.data.itertuples()}, stem)
+    return DRAW[spec.kind](spec.data, stem, **spec.options)
+
+
+DRAW: dict[str, Callable[..., list[Path]]] = {
+    "metric_vs": metric_vs, "pass_rate_vs_epoch": pass_rate_vs_epoch,
+    "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k}

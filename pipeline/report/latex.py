@@ -1,63 +1,110 @@
-"""LaTeX leaderboard: a ``table`` float holding a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``).
+"""LaTeX leaderboard a paper can ``\\input``: a ``table`` float holding a booktabs ``tabular``.
 
-Text is escaped (``& % $ # _ { } ~ ^ \\``), ``±`` becomes ``$\\pm$``, the significance marker
-``$^{\\dagger}$``; numeric columns are right-aligned, text columns left-aligned.
+Needs ``\\usepackage{booktabs}`` and ``\\usepackage{graphicx}`` (named in a comment at the top of
+the file); compiles with pdflatex in a plain ``article``. The tabular is scaled down to
+``\\linewidth`` only when it is wider, so no box is overfull; an entry's interval and its change
+against the untrained encoder sit on a second, smaller line, which keeps the columns narrow.
+Best values are bold, values not significantly different from the best underlined.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import unicodedata
 
-import pandas as pd
+from pipeline.metrics import Metric
+from pipeline.report.board import Board
+from pipeline.report.render import Entry, axis_header, fmt_value
 
-from pipeline.report.render import MISSING, cell, metrics_of, notes_for, resolve_columns
-
+PACKAGES = ("booktabs", "graphicx")
 _ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
             "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
             "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-_SYMBOLS = {"±": r"$\pm$", "†": r"$^{\dagger}$", MISSING: "--", "τ": r"$\tau$"}
+_SYMBOLS = {"±": r"$\pm$", "†": r"$^{\dagger}$", "‡": r"$^{\ddagger}$", "–": "--", "—": "---",
+            "−": "$-$", "τ": r"$\tau$", "φ": r"$\varphi$", "Δ": r"$\Delta$", "°": r"$^{\circ}$",
+            "↑": r"$\uparrow$", "↓": r"$\downarrow$", "≥": r"$\geq$", "≤": r"$\leq$",
+            "∈": r"$\in$", "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "²": r"$^2$",
+            "‖": r"$\|$", "…": r"\ldots{}", "∝": r"$\propto$", "√": r"$\surd$"}
 
 
 def escape(text: str) -> str:
-    """Plain text to LaTeX: special characters escaped, ±/†/–/τ to their math forms."""
-    out = "".join(_ESCAPES.get(ch, ch) for ch in str(text))
-    for sym, tex in _SYMBOLS.items():
-        out = out.replace(sym, tex)
-    return out
+    """Plain text to LaTeX: special characters escaped, the report's symbols to math, other
+    non-ASCII characters to their closest ASCII letters."""
+    out = []
+    for ch in str(text):
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch in _SYMBOLS:
+            out.append(_SYMBOLS[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:
+            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            out.append(plain or "?")
+    return "".join(out)
 
 
-def _align(table: pd.DataFrame, col: str, metrics: list[str]) -> str:
-    if col in metrics or (col in table and pd.api.types.is_numeric_dtype(table[col])):
-        return "r"
-    return "l"
+def _axis(axis: str) -> str:
+    head = axis_header(axis)
+    return f"${escape(head)}$" if len(head) == 1 and head.isascii() else escape(head)
 
 
-def tabular(table: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
-    """The ``tabular`` environment alone: header, ``\\midrule``, one line per row."""
-    cols = resolve_columns(table, columns)
-    metrics = metrics_of(table)
-    spec = "".join(_align(table, c, metrics) for c in cols)
+def _head(metric: Metric) -> tuple[str, str]:
+    unit = f"({metric.unit})" if metric.unit else ""
+    return escape(metric.label), escape(" ".join(p for p in (unit, metric.arrow) if p))
+
+
+def _cell(e: Entry) -> str:
+    value = escape(e.value) + (r"$^{\dagger}$" if e.sig else "")
+    if e.best:
+        value = rf"\textbf{{{value}}}"
+    elif e.tied:
+        value = rf"\underline{{{value}}}"
+    second = " ".join(p for p in (f"±{e.half}" if e.half else "", e.control) if p)
+    if not second:
+        return value
+    return rf"\begin{{tabular}}[t]{{@{{}}r@{{}}}}{value}\\{{\scriptsize {escape(second)}}}\end{{tabular}}"
+
+
+def tabular(board: Board) -> str:
+    """The ``tabular`` alone: a two-line header, then each section under its title."""
+    cols = len(board.axes) + len(board.columns) + 1
+    spec = "r" + "".join("l" if board.is_text(a) else "r" for a in board.axes) + "r" * len(
+        board.columns)
+    heads = [_head(m) for m in board.columns]
     lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(escape(c) for c in cols) + r" \\", r"\midrule"]
-    for i in range(len(table)):
-        lines.append(" & ".join(escape(cell(table, i, c)) for c in cols) + r" \\")
+             " & ".join([r"\#", *(_axis(a) for a in board.axes), *(h[0] for h in heads)]) + r" \\"]
+    if any(h[1] for h in heads):
+        lines.append(" & ".join(["", *("" for _ in board.axes), *(h[1] for h in heads)]) + r" \\")
+    for section in board.sections:
+        lines.append(r"\midrule")
+        if len(board.sections) > 1:
+            lines.append(rf"\multicolumn{{{cols}}}{{l}}{{\emph{{{escape(section.title)}}}}} \\")
+        for i in section.rows:
+            row = board.table.iloc[i]
+            cells = [escape(board.rank_text(i)), *(escape(fmt_value(row[a])) for a in board.axes),
+                     *(_cell(board.entry(i, m)) for m in board.columns)]
+            lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines)
 
 
-def to_latex(table: pd.DataFrame, caption: str, label: str,
-             columns: Sequence[str] | None = None, notes: Sequence[str] | None = None) -> str:
-    """A complete ``table`` float: caption, label, the booktabs tabular and the notes.
+def to_latex(board: Board, label: str = "tab:leaderboard") -> str:
+    """A complete ``table`` float: caption, label, the scaled tabular, the notes and provenance.
 
-    label: a LaTeX key (no spaces or special characters). Wide tables: pass ``columns``.
+    label: a LaTeX key (no spaces or special characters).
     """
     if not label or any(ch in label for ch in "{}\\%#&~^$ "):
         raise ValueError(f"label = {label!r}: must be non-empty, without spaces or any of "
                          "{ } \\ % # & ~ ^ $")
-    notes = notes_for(table) if notes is None else notes
-    parts = [r"\begin{table}[t]", r"\centering", rf"\caption{{{escape(caption)}}}",
-             rf"\label{{{label}}}", r"\small", tabular(table, columns)]
-    if notes:
-        parts += [r"\par\smallskip", r"\footnotesize " + " ".join(escape(n) for n in notes)]
-    parts.append(r"\end{table}")
+    notes = [*board.notes, f"Provenance: {board.provenance_text}."]
+    packages = ", ".join(rf"\usepackage{{{p}}}" for p in PACKAGES)
+    parts = [f"% {board.title}: needs {packages} in the preamble.",
+             r"% \input{leaderboard.tex} anywhere a table float may go.",
+             r"\begin{table}[t]", r"\centering",
+             rf"\caption{{{escape(board.title)}: {escape(board.caption)}}}",
+             rf"\label{{{label}}}", r"\small", r"\setlength{\tabcolsep}{4pt}",
+             r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+             tabular(board) + "}", r"\par\smallskip",
+             r"\begin{minipage}{\linewidth}\footnotesize\raggedright",
+             r"\par ".join(escape(n) for n in notes), r"\end{minipage}", r"\end{table}"]
     return "\n".join(parts) + "\n"

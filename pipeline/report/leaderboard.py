@@ -1,58 +1,63 @@
-"""One row per cell: grid values, status, training, search and distribution statistics."""
+"""The per-cell table (``reports/cells.csv``): one row per cell with its grid values, status,
+provenance, and every statistic, search and bound column; and the merge of several runs' tables.
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from pipeline.metrics import is_metric, lookup
 from pipeline.report.controls import control_columns, supervised_columns
+from pipeline.report.tables import axes_in
 
-GRID_COLUMNS = ["objective", "loss", "arch", "k", "tau", "tau_schedule", "n", "embed_dim", "batch_size",
-                "seed"]
-STAT_COLUMNS = ["cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac", "align", "uniform",
-                "eff_rank"]
-INTERVAL_COLUMNS = [f"{c}_{end}" for c in STAT_COLUMNS[:5] for end in ("lo", "hi")]
-NULL_COLUMNS = [f"null_{c}" for c in STAT_COLUMNS[:5]]  # the same diagnostics for Gaussian data
 REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
-SEARCH_COLUMNS = ["risk_k", "risk_k_se", "risk_keval", "recall_at_1", "recall_at_5", "recall_at_10"]
 # Theorem 1 (data/bounds.parquet) under the leaderboard's names
 BOUND_COLUMNS = {"total": "bound", "measured_gap": "gen_gap", "tightness": "tightness",
                  "vacuous": "vacuous", "bound_status": "bound_status"}
-# (column, higher is better) for ranks and for the "best" entries of metrics.json
-RANKED = {"recall_at_1": True, "risk_keval": False}  # comparable across cells (same k_eval)
-MARKDOWN_COLUMNS = ["rank", *GRID_COLUMNS, "status", "recall_at_1", "risk_keval", "ce", "r_k",
-                    "finite_k_gap", "bound", "gen_gap", "cv", "ad_mean", "ad_pass_frac",
-                    "dp_p_mean", "dp_pass_frac"]
+# what each cell.json may carry about where and how the cell was made
+RECORD_PROVENANCE = ("code_fingerprint", "git_sha", "dataset_hash", "hardware")
 
 
-def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
-          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None,
-          params_hash: str = "", level: float = 0.95) -> pd.DataFrame:
-    """Join the stage tables into the leaderboard.
+def _stat_columns(stats: pd.DataFrame) -> list[str]:
+    """The statistics table's metric columns and their interval bounds (registry names)."""
+    def known(col: str) -> bool:
+        base = col.removesuffix("_lo").removesuffix("_hi")
+        return is_metric(col) or (base != col and is_metric(base))
 
-    grid: ``data/grid.json`` cells (with status and reason); records: ``cell.json`` per cell id; stats: one row per
-    (cell, epoch, representation); the trained encoder's rows (epoch = ``final_epoch``) go in,
-    raw columns under their names, normalised ones with ``norm_``, projections with ``proj_``.
+    return [c for c in stats.columns if known(c)]
+
+
+def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
+         search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None,
+         params_hash: str = "", level: float = 0.95, primary: str = "recall_at_1") -> pd.DataFrame:
+    """Join the stage tables into the per-cell table, best ``primary`` first, with a ``rank``.
+
+    grid: ``data/grid.json`` cells (grid values, status, reason); records: ``cell.json`` per cell
+    id; stats: one row per (cell, epoch, representation): the trained encoder's rows (epoch =
+    ``final_epoch``) go in, raw columns under their names, normalised ones with ``norm_``,
+    projections with ``proj_``; epoch 0 gives the untrained control (``control_``, ``delta_``,
+    ``changed_`` at ``level``). search, bounds: one row per cell.
     """
     board = grid.copy()
-    board["final_loss"] = board.cell_id.map(lambda c: records.get(c, {}).get("final_loss"))
-    board["wall_seconds"] = board.cell_id.map(lambda c: records.get(c, {}).get("wall_seconds"))
-    board["reason"] = board["reason"].fillna("")  # grid.json: the training failure, if any
-    for key in ("git_sha", "dataset_hash", "hardware"):
-        board[key] = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key, ""))
+    for key in ("final_loss", "wall_seconds"):
+        board[key] = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key))
+    for key in RECORD_PROVENANCE:  # unless the grid already says (a newer train stage may)
+        if key not in board:
+            board[key] = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key, ""))
+    board["reason"] = board["reason"].fillna("") if "reason" in board else ""
     board["params_hash"] = params_hash
     final = stats[stats.epoch == final_epoch] if len(stats) else stats
     for rep, prefix in REPRESENTATION_PREFIX.items():
         part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
         if rep != "raw" and part.empty:
             continue
-        cols = [c for c in STAT_COLUMNS + INTERVAL_COLUMNS + NULL_COLUMNS if c in part.columns]
-        part = part[["cell_id", *cols, "status", "reason"]].rename(
-            columns={c: prefix + c for c in cols} | {"status": f"{prefix or 'raw_'}stats_status",
-                                                      "reason": f"{prefix or 'raw_'}stats_reason"})
+        cols = _stat_columns(part)
+        status = {c: f"{prefix or 'raw_'}stats_{c}" for c in ("status", "reason") if c in part}
+        part = part[["cell_id", *cols, *status]].rename(columns={c: prefix + c for c in cols}
+                                                        | status)
         board = board.merge(part, on="cell_id", how="left")
     if len(stats) and final_epoch != 0 and (stats.epoch == 0).any():  # the untrained control
         raw = stats[stats.representation == "raw"]
@@ -65,15 +70,25 @@ def build(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: p
         cols = [c for c in BOUND_COLUMNS if c in bounds.columns]
         board = board.merge(bounds[["cell_id", *cols]].rename(columns=BOUND_COLUMNS),
                             on="cell_id", how="left")
-    board = _mark_failures(board)
-    sort_col = "recall_at_1" if "recall_at_1" in board else "final_loss"
-    board = board.sort_values([sort_col, "cell_id"], ascending=[not RANKED[sort_col], True],
-                              na_position="last").reset_index(drop=True)
+    return ranked(mark_failures(board), primary)
+
+
+def ranked(board: pd.DataFrame, primary: str) -> pd.DataFrame:
+    """``board`` sorted best ``primary`` first (ties by cell id, failed and NaN last) with a
+    ``rank`` column 1, 2, …; by cell id when the board lacks ``primary``."""
+    board = board.drop(columns="rank", errors="ignore")
+    if primary in board:
+        better = lookup(primary).higher
+        board = board.sort_values([primary, "cell_id"], ascending=[better is False, True],
+                                  na_position="last")
+    else:
+        board = board.sort_values("cell_id")
+    board = board.reset_index(drop=True)
     board.insert(0, "rank", range(1, len(board) + 1))
     return board
 
 
-def _mark_failures(board: pd.DataFrame) -> pd.DataFrame:
+def mark_failures(board: pd.DataFrame) -> pd.DataFrame:
     """A cell is failed when training, statistics or search failed; the reason says which."""
     board = board.copy()
     for col, stage in (("raw_stats_status", "stats"), ("search_status", "search")):
@@ -86,44 +101,65 @@ def _mark_failures(board: pd.DataFrame) -> pd.DataFrame:
     return board
 
 
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+class MixedRunsError(ValueError):
+    """Two runs' tables disagree about one cell (or cannot be told apart)."""
 
 
-def to_markdown(board: pd.DataFrame, columns: Sequence[str] = MARKDOWN_COLUMNS) -> str:
-    cols = [c for c in columns if c in board.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in board[cols].itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
-    failed = board[board.status != "ok"]
-    notes = [f"- `{r.cell_id}`: {str(r.reason).splitlines()[0] if r.reason else 'failed'}"
-             for r in failed.itertuples()]
-    text = "\n".join(lines) + "\n"
-    if notes:
-        text += "\nFailed cells:\n\n" + "\n".join(notes) + "\n"
-    return text
+def _known(value: Any) -> bool:
+    return isinstance(value, str) and value not in ("", "nan")
 
 
-def summary_metrics(board: pd.DataFrame) -> dict[str, Any]:
-    """``reports/metrics.json``: counts, means of the main metrics, and the best cell per metric."""
-    ok = board[board.status == "ok"]
-    out: dict[str, Any] = {"cells": int(len(board)), "failed": int((board.status != "ok").sum())}
-    means = {c: float(ok[c].mean()) for c in [*RANKED, "cv", "ad_pass_frac", "dp_pass_frac"]
-             if c in ok and ok[c].notna().any()}
-    out["mean"] = {k: round(v, 6) for k, v in means.items()}
-    best = {}
-    for col, higher in RANKED.items():
-        if col in ok and ok[col].notna().any():
-            row = ok.loc[ok[col].idxmax() if higher else ok[col].idxmin()]
-            best[col] = {"cell_id": row.cell_id, "value": round(float(row[col]), 6),
-                         **{g: _plain(row[g]) for g in GRID_COLUMNS if g in row}}
-    out["best"] = best
+def merge_runs(tables: Sequence[tuple[str, pd.DataFrame]],
+               allow_mixed: bool = False) -> pd.DataFrame:
+    """One per-cell table from several runs' ``cells.csv`` (other machines, clusters, commits).
+
+    tables: (source, table) pairs, in order of precedence. Each row keeps its provenance and gets
+    ``source``. A cell (same ``cell_id``) in several tables is kept once (the first; ``source``
+    lists every table) when their ``code_fingerprint`` agree or one is unknown. Different
+    fingerprints of one cell, or cells that share every grid value but not their id (their
+    configs differ outside the grid axes), raise :class:`MixedRunsError` naming both sources,
+    unless ``allow_mixed``: then every row is kept, and ``code_fingerprint`` / ``source`` are what
+    tells the settings apart (``attrs['split_by']``).
+    """
+    if not tables:
+        raise ValueError("tables: no per-cell tables to merge")
+    frames = [t.assign(source=str(src)) for src, t in tables]
+    merged = pd.concat(frames, ignore_index=True, sort=False)
+    if "code_fingerprint" not in merged:
+        merged["code_fingerprint"] = ""
+    merged["code_fingerprint"] = merged["code_fingerprint"].fillna("").astype(str)
+    split_by: list[str] = []
+    kept = []
+    for _, rows in merged.groupby("cell_id", sort=False):
+        prints = {p for p in rows.code_fingerprint if _known(p)}
+        if len(prints) > 1:
+            if not allow_mixed:
+                a, b = (rows[rows.code_fingerprint == p].iloc[0] for p in sorted(prints)[:2])
+                raise MixedRunsError(
+                    f"cell {a.cell_id}: code_fingerprint {a.code_fingerprint} in {a.source} but "
+                    f"{b.code_fingerprint} in {b.source}: trained by different code; rerun one "
+                    "of them, or pass --allow-mixed to keep both as separate rows")
+            split_by = ["code_fingerprint"]
+            kept.append(rows.drop_duplicates("code_fingerprint"))
+            continue
+        first = rows.iloc[[0]].copy()
+        first["source"] = ";".join(dict.fromkeys(rows.source))
+        if prints:
+            first["code_fingerprint"] = prints.pop()
+        kept.append(first)
+    out = pd.concat(kept, ignore_index=True, sort=False)
+    axes = axes_in(out)
+    clash = out.duplicated([*axes, *split_by], keep=False) if axes else pd.Series(False, out.index)
+    if clash.any():
+        if not allow_mixed:
+            a, b = out[clash].sort_values(axes).iloc[:2].itertuples()
+            values = ", ".join(f"{ax}={getattr(a, ax)}" for ax in axes)
+            raise MixedRunsError(
+                f"cells {a.cell_id} ({a.source}) and {b.cell_id} ({b.source}) share every grid "
+                f"value ({values}) but not their id: their configs differ outside the grid axes "
+                "(data, train or options); merge runs of one config, or pass --allow-mixed to "
+                "keep each source's rows apart")
+        split_by.append("source")
+    out.attrs["split_by"] = split_by
     return out
 
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value

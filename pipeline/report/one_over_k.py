@@ -1,17 +1,31 @@
-"""The O(1/k) law (SPEC.md §3, Proposition 1): |CE − R_k| against k, its fitted slope, a plot."""
+"""The O(1/k) law (SPEC.md §3, Proposition 1): k·(CE − R_k) against k, the slope, a plot.
+
+Reads the k-sweep rows of ``data/finite_k.parquet`` (one per cell, encoder and k; see
+`pipeline.runtime.evaluate.search_cell`): the control-variate gap with its covariance across k, the
+Proposition 1 window and the 1/k expansion c₁/k + c₂/k² + c₃/k³ (`pipeline.search.crn`).
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
+import matplotlib
 
-from pipeline.report.figures import gap_vs_k
-from pipeline.search import fit_loglog_slope
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats as sps  # noqa: E402
 
-CSV_COLUMNS = ["k", "risk", "ce", "gap", "gap_se"]
+from pipeline.report.figures import save  # noqa: E402
+from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope  # noqa: E402
+
+CSV_COLUMNS = ["k", "risk", "ce", "gap", "abs_gap", "gap_se", "window_low", "window_high",
+               "k_gap", "k_gap_se", "resolved", "gap_expansion"]
+LABELS = {"trained": "trained", "initial": "fixed φ (untrained)"}
+COLORS = {"trained": "tab:blue", "initial": "tab:orange"}
 
 
 def first_cell(finite_k: pd.DataFrame, grid: pd.DataFrame) -> str:
@@ -20,21 +34,144 @@ def first_cell(finite_k: pd.DataFrame, grid: pd.DataFrame) -> str:
     return ordered[0]
 
 
-def fits(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Slope of log|gap| on log k with its 95% interval, per encoder (trained, initial)."""
+def _fit_range(part: pd.DataFrame) -> tuple[int | None, int | None]:
+    def end(col: str) -> int | None:
+        if col not in part:
+            return None
+        v = part[col].iloc[0]
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+    return end("fit_k_min"), end("fit_k_max")
+
+
+def _slope(part: pd.DataFrame, gaps: np.ndarray, level: float,
+           cov_column: str = "gap_cov") -> SlopeFit:
+    """The fit of log|gaps| on log k over the sweep's declared range, with the covariance across k
+    in ``cov_column`` when the rows carry it (else the gaps' se, as stated errors)."""
+    k_min, k_max = _fit_range(part)
+    k = part.k.to_numpy(float)
+    if cov_column in part and part[cov_column].notna().all():
+        cov = np.array([list(map(float, row)) for row in part[cov_column]])
+        return fit_loglog_slope(k, gaps, gap_cov=cov, level=level, k_min=k_min, k_max=k_max)
+    return fit_loglog_slope(k, gaps, part.gap_se.to_numpy(float), level, se_known=True,
+                            k_min=k_min, k_max=k_max)
+
+
+def _num(v: Any, digits: int = 5) -> float | None:
+    """A JSON-safe rounded float (None for NaN)."""
+    v = float(v)
+    return None if math.isnan(v) else round(v, digits)
+
+
+def _sig(v: Any) -> float | None:
+    """A JSON-safe float to 3 significant digits (for p-values, which can be 1e-80)."""
+    v = float(v)
+    return None if math.isnan(v) else float(f"{v:.3g}")
+
+
+def fits(rows: pd.DataFrame, level: float) -> dict[str, dict[str, Any]]:
+    """Per encoder: the slope of log|CE − R_k| on log k over the declared range with its interval,
+    whether −1 is inside it, the slope the 1/k expansion predicts over the same range, the
+    expansion's coefficients, the slope (and interval) of the leading-order part
+    gap − c₂/k² − c₃/k³, k·gap at the largest k, and whether every k is resolved."""
     out = {}
     for encoder, part in rows.groupby("encoder"):
-        fit = fit_loglog_slope(part.k.to_numpy(), np.abs(part.gap.to_numpy()), part.gap_se.to_numpy())
-        out[str(encoder)] = {"slope": round(fit.slope, 4), "ci_low": round(fit.ci_low, 4),
-                             "ci_high": round(fit.ci_high, 4), "n_points": fit.n_points}
+        part = part.sort_values("k")
+        fit = _slope(part, part.gap.to_numpy(float), level)
+        entry: dict[str, Any] = {
+            "slope": _num(fit.slope), "ci_low": _num(fit.ci_low), "ci_high": _num(fit.ci_high),
+            "slope_se": _num(fit.slope_se, 6), "n_points": fit.n_points,
+            "covers_minus_one": bool(fit.ci_low <= -1.0 <= fit.ci_high),
+            "lack_of_fit_p": _sig(fit.lack_of_fit_p), "method": fit.method}
+        z = np.abs(part.gap.to_numpy(float)) / part.gap_se.to_numpy(float)
+        entry.update(resolved_all=bool(np.all(z >= RESOLVED_Z)), min_gap_over_se=_num(z.min(), 2))
+        last = part.iloc[-1]
+        entry.update(k_max=int(last.k), k_gap_at_k_max=_num(last.k * last.gap),
+                     k_gap_se_at_k_max=_num(last.k * last.gap_se))
+        if "gap_expansion" in part:
+            entry["slope_expansion"] = _num(
+                _slope(part, part.gap_expansion.to_numpy(float), level).slope)
+            entry.update({c: _num(last[c]) for c in ("c1", "c1_se", "c2", "c3") if c in part})
+        if "gap_leading" in part:
+            lead = _slope(part, part.gap_leading.to_numpy(float), level, "gap_leading_cov")
+            entry.update(slope_leading=_num(lead.slope), slope_leading_ci_low=_num(lead.ci_low),
+                         slope_leading_ci_high=_num(lead.ci_high),
+                         leading_covers_minus_one=bool(lead.ci_low <= -1.0 <= lead.ci_high),
+                         leading_lack_of_fit_p=_sig(lead.lack_of_fit_p))
+        out[str(encoder)] = entry
     return out
 
 
-def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path) -> dict[str, Any]:
-    """``reports/one_over_k.csv``, ``reports/plots/one_over_k.png``; returns the metrics entry."""
+def _band(ax: plt.Axes, part: pd.DataFrame, color: str, label: str, level: float) -> None:
+    z = float(sps.norm.ppf((1 + level) / 2))
+    k, kg, kse = part.k.to_numpy(float), part.k_gap.to_numpy(float), part.k_gap_se.to_numpy(float)
+    ax.fill_between(k, kg - z * kse, kg + z * kse, color=color, alpha=0.3, linewidth=0)
+    ax.plot(k, kg, "o-", color=color, markersize=4, linewidth=1.2, label=label)
+
+
+def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path,
+         level: float) -> list[Path]:
+    """Left: k·(CE − R_k) with its band at ``level`` against Proposition 1's bounds times k. Right: the
+    same, zoomed, against the 1/k expansion c₁ + c₂/k + c₃/k² (dashed) and its limit c₁ (dotted).
+    The slope's fit range starts at the dotted vertical line."""
+    fig, (full, zoom) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained")
+    window = rows.sort_values("k").drop_duplicates("k")
+    k = window.k.to_numpy(float)
+    low, high = k * window.window_low.to_numpy(float), k * window.window_high.to_numpy(float)
+    full.fill_between(k, low, high, color="0.93", label="Proposition 1's window × k")
+    full.plot(k, low, "k--", linewidth=1, label=r"$-k\,\log(1 + e^{2/\tau}/k)$")
+    full.plot(k, high, "k-.", linewidth=1, label=r"$(e^{2/\tau} - 1)^2/8$")
+    for encoder, part in rows.groupby("encoder"):
+        part = part.sort_values("k")
+        name, color = LABELS.get(str(encoder), str(encoder)), COLORS.get(str(encoder), "tab:green")
+        fit = summary[str(encoder)]
+        slope = (f"{name}: slope {fit['slope']:.4f} [{fit['ci_low']:.4f}, {fit['ci_high']:.4f}]"
+                 if fit["slope"] is not None else name)
+        if fit.get("slope_expansion") is not None:
+            slope += f"\n    expansion's slope {fit['slope_expansion']:.4f}"
+        if fit.get("slope_leading") is not None:
+            slope += (f"; gap − c₂/k² − c₃/k³: {fit['slope_leading']:.4f} "
+                      f"[{fit['slope_leading_ci_low']:.4f}, {fit['slope_leading_ci_high']:.4f}]")
+        _band(full, part, color, slope, level)
+        _band(zoom, part, color, f"{name}: k·(CE − R_k), {level:.0%} band", level)
+        if "gap_expansion" in part:
+            zoom.plot(part.k, part.k * part.gap_expansion, "--", color=color, linewidth=1,
+                      label=f"{name}: c₁ + c₂/k + c₃/k²")
+            if fit.get("c1") is not None:
+                zoom.axhline(fit["c1"], color=color, linestyle=":", linewidth=1,
+                             label=f"{name}: c₁ = {fit['c1']:.4f} ± {fit.get('c1_se') or 0:.4f}")
+    k_min = _fit_range(rows)[0]
+    for ax in (full, zoom):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(k, [f"{v:g}" for v in k])
+        ax.set_xlabel("negatives k")
+        ax.set_ylabel("k · (CE − R_k)")
+        ax.grid(alpha=0.3)
+        if k_min is not None:
+            ax.axvline(k_min, color="0.4", linestyle=":", linewidth=1)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
+                  frameon=False)
+    fit_text = f"slope fitted over k ≥ {k_min} (dotted line)" if k_min else "slope over every k"
+    full.set_title(f"k·(CE − R_k) inside Proposition 1's bounds; {fit_text}", fontsize=9)
+    zoom.set_title("zoom: measured against the 1/k expansion", fontsize=9)
+    return save(fig, path_stem)
+
+
+def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path,
+          level: float) -> dict[str, Any]:
+    """``reports/one_over_k.csv`` (a DVC plot: ``series`` names the encoder), the plot
+    ``reports/plots/one_over_k.png``; returns the metrics entry. Intervals at ``level``."""
     cell = first_cell(finite_k, grid)
-    rows = finite_k[finite_k.cell_id == cell]
-    rows[["encoder", *CSV_COLUMNS]].to_csv(reports / "one_over_k.csv", index=False)
-    gap_vs_k(rows.assign(encoder=rows.encoder.replace({"initial": "fixed (untrained)"})),
-             reports / "plots" / "one_over_k", hue=("encoder",))
-    return {"cell_id": cell, **fits(rows)}
+    rows = finite_k[finite_k.cell_id == cell].sort_values(["encoder", "k"])
+    if "k_gap" not in rows:  # a sweep from before the CRN estimator
+        rows = rows.assign(k_gap=rows.k * rows.gap, k_gap_se=rows.k * rows.gap_se,
+                           resolved=rows.gap.abs() >= RESOLVED_Z * rows.gap_se)
+    rows = rows.assign(abs_gap=rows.gap.abs())
+    columns = [c for c in CSV_COLUMNS if c in rows]
+    series = rows.encoder.map(lambda e: LABELS.get(str(e), str(e)))
+    rows[["encoder", *columns]].assign(series=series).to_csv(reports / "one_over_k.csv",
+                                                             index=False)
+    summary = fits(rows, level)
+    plot(rows, summary, reports / "plots" / "one_over_k", level)
+    k_min, k_max = _fit_range(rows)
+    return {"cell_id": cell, "fit_k_min": k_min, "fit_k_max": k_max, "level": level,
+            "resolved_z": RESOLVED_Z, **summary}

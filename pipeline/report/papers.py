@@ -11,10 +11,12 @@ norms spread like 1/√(2d)), so only a trained slope steeper than the control's
 
 A trend is the log-log slope of the statistic against the axis (CV ∝ axis^slope; the CLT's
 1/√(2d) is a slope of −0.5 in d), fitted by weighted least squares within one group of cells that
-agree on every other axis (seeds pooled). Each cell's standard error comes from its 95% interval
-(bootstrap for CV; se of log CV ≈ se/CV); with three or more points the slope's variance is the
-larger of that and the residual variance, so scatter between cells is not hidden. A claim holds
-in a group when the slope's interval lies below zero, and for the grid when it holds in most groups.
+agree on every other axis (seeds pooled). Each cell's standard error comes from its interval at
+``report.level`` (bootstrap for CV, built at that level by the stats stage; se of log CV ≈ se/CV);
+with three or more points the slope's variance is the larger of that and the residual variance,
+so scatter between cells is not hidden. A claim holds in a group when the slope's interval (at the
+same level) lies below zero, and for the grid when it holds in most groups. Every sentence and
+header states the level.
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from pipeline.report.tables import GRID_AXES, ok_cells
+from pipeline.grid import GRID_AXES
+from pipeline.metrics import METRICS
+from pipeline.report.markdown import table as md_table
+from pipeline.report.render import fmt_value, pct
+from pipeline.report.tables import ok_cells
 from pipeline.search import fit_loglog_slope
 
-STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
-STAT_LABELS = {"cv": "CV", "ad_mean": "AD Avg", "ad_pass_frac": "AD pass",
-               "dp_p_mean": "DP Avg", "dp_pass_frac": "DP pass"}
-_FRACTIONS = ("ad_pass_frac", "dp_pass_frac")
+# Betser et al.'s Table 1 columns, in their order: the registry's statistics with a Gaussian null
+STATS = tuple(m.name for m in METRICS.values() if "null_" in m.families)
+STAT_LABELS = {s: METRICS[s].label for s in STATS}
+_FRACTIONS = tuple(s for s in STATS if METRICS[s].unit == "%")
 
 
 @dataclass(frozen=True)
@@ -112,9 +118,16 @@ def trends(cells: pd.DataFrame, axis: str, stat: str = "cv", level: float = 0.95
 
 
 def _fmt(stat: str, value: Any) -> str:
+    """As the registry shows ``stat``, with the unit '%' written out as the paper does."""
     if value is None or not np.isfinite(value):
         return "–"
-    return f"{100 * value:.0f}%" if stat in _FRACTIONS else f"{value:.3g}"
+    metric = METRICS[stat]
+    return metric.text(value) + ("%" if metric.unit == "%" else "")
+
+
+def _published(stat: str, value: float) -> str:
+    """A published value as the paper prints it (its own precision)."""
+    return f"{100 * value:.3g}%" if METRICS[stat].unit == "%" else fmt_value(value)
 
 
 # What each measured entry lists, in order: (column prefix, name in the section's header)
@@ -132,14 +145,14 @@ def _measured(part: pd.DataFrame, stat: str, parts: list[tuple[str, str]]) -> st
     return " / ".join(_fmt(stat, part[c].mean() if c in part else math.nan) for c in cols)
 
 
-def _claim_line(claim: str, axis: str, table: pd.DataFrame) -> str:
+def _claim_line(claim: str, axis: str, table: pd.DataFrame, level: float) -> str:
     if table.empty or table.slope.isna().all():
         return f"- **{claim}**: not tested (the grid has one value of `{axis}`)."
     n = len(table)
     held = int(table.held.sum())
     verdict = "held" if 2 * held > n else "not held"  # in most groups of the grid, or not
     text = (f"- **{claim}**: {verdict} — the log-log slope of CV against `{axis}` is below zero "
-            f"(95% interval) in {held} of {n} groups of cells")
+            f"({pct(level)} interval) in {held} of {n} groups of cells")
     if "training" in table:
         ctrl, train = int(table.control_held.sum()), int(table.training.sum())
         text += (f"; the untrained control's CV falls in {ctrl} of {n}, and the trained slope is "
@@ -148,13 +161,13 @@ def _claim_line(claim: str, axis: str, table: pd.DataFrame) -> str:
     return text + "."
 
 
-def _slopes_table(axis: str, table: pd.DataFrame) -> list[str]:
+def _slopes_table(axis: str, table: pd.DataFrame, level: float) -> list[str]:
     if table.empty or table.slope.isna().all():
         return []
     keys = [c for c in table.columns if c in GRID_AXES]
-    head = [*keys, "trained slope [95%]", "control slope [95%]", "held", "by training"]
-    lines = [f"Log-log slope of CV against `{axis}` (CV ∝ {axis}^slope):", "",
-             "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    head = [*keys, f"trained slope [{pct(level)}]", f"control slope [{pct(level)}]", "held",
+            "by training"]
+    rows = []
     for r in table.itertuples(index=False):
         cells = [str(getattr(r, k)) for k in keys]
         cells.append(f"{r.slope:+.3f} [{r.slope_lo:+.3f}, {r.slope_hi:+.3f}]")
@@ -164,8 +177,9 @@ def _slopes_table(axis: str, table: pd.DataFrame) -> list[str]:
             cells += ["yes" if r.held else "no", "yes" if r.training else "no"]
         else:
             cells += ["–", "yes" if r.held else "no", "–"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, ""]
+        rows.append(cells)
+    return [f"Log-log slope of CV against `{axis}` (CV ∝ {axis}^slope):", "",
+            md_table(head, rows), ""]
 
 
 def _gaussianity_line(cells: pd.DataFrame) -> str:
@@ -207,15 +221,12 @@ def side_by_side(board: pd.DataFrame, dataset: str,
             continue
         axes = _varying(cells, ("seed", "objective", "arch"))
         head = ["source", *axes, *(STAT_LABELS[s] for s in STATS)]
-        lines += [f"## {pub.setting} (data.name = {name}, arch = {arch}, objective = {objective})",
-                  "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|",
-                  "| " + " | ".join(["published", *[""] * len(axes),
-                                    *(_fmt(s, pub.values[s]) for s in STATS)]) + " |"]
+        body = [["published", *[""] * len(axes), *(_published(s, pub.values[s]) for s in STATS)]]
         groups = cells.groupby(axes, dropna=False) if axes else [((), cells)]
         for key, part in groups:
             key = key if isinstance(key, tuple) else (key,)
-            lines.append("| " + " | ".join(["this run", *(str(v) for v in key),
-                                           *(_measured(part, s, parts) for s in STATS)]) + " |")
+            body.append(["this run", *(str(v) for v in key),
+                         *(_measured(part, s, parts) for s in STATS)])
             row: dict[str, Any] = {"setting": pub.setting, **dict(zip(axes, key, strict=True)),
                                    "cells": len(part)}
             for s in STATS:
@@ -224,12 +235,14 @@ def side_by_side(board: pd.DataFrame, dataset: str,
                     col = prefix + s
                     row[f"{prefix or 'trained_'}{s}"] = part[col].mean() if col in part else math.nan
             rows.append(row)
+        lines += [f"## {pub.setting} (data.name = {name}, arch = {arch}, objective = {objective})",
+                  "", md_table(head, body).rstrip("\n")]
         lines += ["", "Claims:", ""]
         slopes = {axis: trends(cells, axis, "cv", level) if axis in cells else pd.DataFrame()
                   for axis, _ in CLAIMS}
         for axis, claim in CLAIMS:
             table = slopes[axis]
-            lines.append(_claim_line(claim, axis, table))
+            lines.append(_claim_line(claim, axis, table, level))
             tested = not table.empty and not table.slope.isna().all()
             claims.append({"setting": pub.setting, "claim": claim, "tested": tested,
                            "groups": int(len(table)) if tested else 0,
@@ -239,7 +252,7 @@ def side_by_side(board: pd.DataFrame, dataset: str,
         lines.append(_gaussianity_line(cells))
         lines.append("")
         for axis, table in slopes.items():
-            lines += _slopes_table(axis, table)
+            lines += _slopes_table(axis, table, level)
     if not rows:
         known = ", ".join(f"{n}/{a}/{o}" for n, a, o in BETSER_TABLE1)
         lines.append(f"No cell of this grid matches a published setting (data.name/arch/objective: "

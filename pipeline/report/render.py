@@ -1,62 +1,35 @@
-"""Cell formatting shared by the renderers, the Markdown and CSV leaderboards, and the writers.
+"""The one formatter: how every value, interval, mark and axis reads in every writer.
 
-An ``aggregate`` table (optionally passed through ``compare.mark_significant``) is shown as:
-group columns, ``n_seeds``, ``failed``, then per metric ``m`` (``mean ± half-width`` of the
-interval, followed by the significance marker when ``<m>_sig``) and ``<m>_rank``, then the
-provenance. Half-widths carry two significant digits and the mean is given to the same decimal.
+Metric values are shown as the registry says (``Metric.format``, × 100 for ``%``); an interval
+as ``mean ± half-width``, the half-width to two significant digits and the mean to the same
+decimal place. Negative numbers get a true minus sign (U+2212). Marks: ``†`` differs from the
+baseline (paired test), ``°`` training did not change the statistic, ``‡`` a row with failed or
+stale cells. Writers style best and tied values themselves (bold, underline, italic).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from pipeline.report.tables import PROVENANCE
+from pipeline.metrics import Metric
 
 MISSING = "–"
-MARKER = "†"
-_DERIVED = ("_mean", "_lo", "_hi", "_rank", "_sig", "_p")
-_META = ("n_seeds", "failed", *PROVENANCE)
+SIG = "†"
+UNCHANGED = "°"
+ROW_MARK = "‡"
+MINUS = "−"
+# how an axis reads in headers and captions; an axis not named here reads as its own name
+AXIS_SYMBOLS = {"tau": "τ", "embed_dim": "d", "batch_size": "B"}
+AXIS_PHRASES = {"arch": "{} encoder", "tau_schedule": "{} τ schedule"}
 
 
-def metrics_of(table: pd.DataFrame) -> list[str]:
-    """Metric names: ``attrs['metrics']`` when set, else every ``m`` with an ``m_mean`` column."""
-    if table.attrs.get("metrics"):
-        return [m for m in table.attrs["metrics"] if f"{m}_mean" in table]
-    return [c[: -len("_mean")] for c in table.columns if c.endswith("_mean")]
-
-
-def group_columns(table: pd.DataFrame) -> list[str]:
-    """Group columns: ``attrs['group_by']`` when set, else the columns not derived from a metric."""
-    if table.attrs.get("group_by") is not None:
-        return [c for c in table.attrs["group_by"] if c in table]
-    metrics = metrics_of(table)
-    derived = {f"{m}{s}" for m in metrics for s in _DERIVED}
-    return [c for c in table.columns if c not in derived and c not in _META]
-
-
-def display_columns(table: pd.DataFrame) -> list[str]:
-    """The default column order of the rendered leaderboards (see the module docstring)."""
-    cols = [*group_columns(table), *[c for c in ("n_seeds", "failed") if c in table]]
-    for m in metrics_of(table):
-        cols += [m, *([f"{m}_rank"] if f"{m}_rank" in table else [])]
-    return cols + [c for c in PROVENANCE if c in table]
-
-
-def resolve_columns(table: pd.DataFrame, columns: Sequence[str] | None) -> list[str]:
-    """``columns`` checked against what can be shown (None: ``display_columns``)."""
-    if columns is None:
-        return display_columns(table)
-    metrics = metrics_of(table)
-    allowed = [*metrics, *[c for c in table.columns if c not in metrics]]
-    for col in columns:
-        if col not in allowed:
-            raise ValueError(f"columns: unknown column {col!r}; allowed: {', '.join(allowed)}")
-    return list(columns)
+def pct(level: float) -> str:
+    """A confidence level as a percentage: 0.95 → '95%', 0.995 → '99.5%'."""
+    return f"{100 * level:.10g}%"
 
 
 def is_missing(value: Any) -> bool:
@@ -64,104 +37,125 @@ def is_missing(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
+def _minus(text: str) -> str:
+    return MINUS + text[1:] if text.startswith("-") else text
+
+
 def fmt_value(value: Any) -> str:
-    """One plain value: integers as integers, floats with 4 significant digits, missing or empty
-    as '–'."""
+    """One plain value (an axis value, a count): integers as integers, floats with 4
+    significant digits, missing or empty as '–'."""
+    if hasattr(value, "item"):
+        value = value.item()
     if is_missing(value) or value == "":
         return MISSING
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
+        return _minus(str(int(value)))
     if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+        return _minus(f"{value:.4g}")
+    return _minus(str(value)) if isinstance(value, int) else str(value)
 
 
-def fmt_interval(mean: float, lo: float, hi: float, pm: str = " ± ") -> str:
-    """``mean ± half-width``; the half-width to two significant digits, the mean to the same
-    decimal place; just the mean (4 significant digits) when the bounds are NaN."""
+def fmt_interval(mean: Any, lo: Any = math.nan, hi: Any = math.nan,
+                 metric: Metric | None = None) -> str:
+    """``mean ± half-width`` (``metric`` scales and formats; without one, 4 significant digits
+    for a lone mean); just the mean when the bounds are missing; '–' without a mean."""
     if is_missing(mean):
         return MISSING
-    mean = float(mean)
+    scale = metric.scale if metric is not None else (lambda v: v)
+    m = scale(float(mean))
     if is_missing(lo) or is_missing(hi):
-        return f"{mean:.4g}"
-    half = (float(hi) - float(lo)) / 2
+        return _minus(format(m, metric.format)) if metric is not None else _minus(f"{m:.4g}")
+    half = (scale(float(hi)) - scale(float(lo))) / 2
     if half <= 0:
-        return f"{mean:.4g}{pm}0"
-    decimals = min(8, max(0, 1 - math.floor(math.log10(half))))
-    return f"{mean:.{decimals}f}{pm}{half:.{decimals}f}"
+        return _minus(format(m, metric.format if metric is not None else ".4g")) + " ± 0"
+    d = 1 - math.floor(math.log10(half))  # two significant digits of the half-width
+    if d < 0:  # round to tens, hundreds, …
+        m, half, d = round(m, d), round(half, d), 0
+    d = min(d, 8)
+    return f"{_minus(f'{m:.{d}f}')} ± {half:.{d}f}"
 
 
-def cell(table: pd.DataFrame, i: int, col: str, pm: str = " ± ", marker: str = MARKER) -> str:
-    """The text of row ``i`` (positional), column ``col``; metric names format as intervals."""
-    row = table.iloc[i]
-    if f"{col}_mean" in table and col not in table:
-        text = fmt_interval(row[f"{col}_mean"], row.get(f"{col}_lo"), row.get(f"{col}_hi"), pm)
-        sig = row.get(f"{col}_sig")
-        return text + marker if (not is_missing(sig) and bool(sig)) else text
-    return fmt_value(row[col].item() if hasattr(row[col], "item") else row[col])
-
-
-def sort_key(table: pd.DataFrame, i: int, col: str) -> str:
-    """A machine-readable value for sorting (the mean for metrics); '' when missing."""
-    value = table.iloc[i][f"{col}_mean" if f"{col}_mean" in table and col not in table else col]
-    if is_missing(value):
+def fmt_delta(metric: Metric, delta: Any, like: str = "") -> str:
+    """A change (trained − untrained) with its sign, as ``metric`` is shown; to the decimal
+    place of ``like`` (the value it sits beside) when that is a plain decimal."""
+    if is_missing(delta):
         return ""
-    if pd.api.types.is_number(value) and not pd.api.types.is_bool(value):
-        return repr(float(value))
-    return str(value)
+    value = metric.scale(float(delta))
+    plain = like.replace(MINUS, "")
+    if plain.replace(".", "", 1).isdigit():
+        decimals = len(plain.partition(".")[2])
+        text = f"{value:+.{decimals}f}"
+    else:
+        text = format(value, "+" + metric.format)
+    if float(text) == 0:  # no "−0": a change that rounds to nothing has no sign
+        return text[1:]
+    return _minus(text)
 
 
-def notes_for(table: pd.DataFrame, baseline: str | None = None, marker: str = MARKER) -> list[str]:
-    """Standard footnotes: the interval, the rank convention, the significance marker."""
-    level = table.attrs.get("level", 0.95)
-    notes = [f"Values: mean ± half-width of the {level:.0%} Student-t interval over seeds "
-             "(mean only with one seed).",
-             "Rank: 1 = best among rows; ties share the smallest rank; distribution statistics "
-             "are not ranked."]
-    if any(c.endswith("_sig") for c in table.columns):
-        against = f" against {baseline}" if baseline else ""
-        notes.append(f"{marker}: paired t-test over seeds{against} at the same setting, p < 0.05 "
-                     "(no multiple-comparison correction).")
-    return notes
+@dataclass(frozen=True)
+class Entry:
+    """One metric of one row, as every writer shows it."""
+
+    value: str  # the mean (or the lone value) as shown
+    half: str  # the interval's half-width as shown; '' without one
+    best: bool  # the best value of its column
+    tied: bool  # not significantly different from the best
+    sig: bool  # differs from the baseline at the same setting (paired test): †
+    delta: str  # change against the untrained encoder as shown; '' when there is none
+    unchanged: bool  # training changed it in none of the row's cells: °
+    sort: float  # the mean, for sorting (NaN when missing)
+
+    @property
+    def text(self) -> str:
+        """``value ± half`` and ``†``: the entry without the control line."""
+        body = f"{self.value} ± {self.half}" if self.half else self.value
+        return body + (SIG if self.sig else "")
+
+    @property
+    def control(self) -> str:
+        """``Δ +0.01`` and ``°``: the change against the untrained encoder, '' without one."""
+        if not self.delta:
+            return ""
+        return f"Δ {self.delta}{UNCHANGED if self.unchanged else ''}"
 
 
-def failure_notes(board: pd.DataFrame) -> list[str]:
-    """One note per failed cell of the per-cell board: ``cell_id: first line of the reason``."""
-    if "status" not in board:
-        return []
-    notes = []
-    for _, r in board[board["status"] != "ok"].iterrows():
-        reason = r.get("reason")
-        text = "failed" if is_missing(reason) or not str(reason).strip() else str(reason)
-        notes.append(f"failed {r.get('cell_id', '?')}: {text.splitlines()[0]}")
-    return notes
+def entry(row: pd.Series, metric: Metric) -> Entry:
+    """The entry of ``metric`` in one row of a board's table (``<m>_mean/_lo/_hi`` and the
+    optional ``<m>_best/_tied/_sig``, ``delta_<m>_mean``, ``changed_<m>_n/_of`` columns)."""
+    m = metric.name
+    mean = row.get(f"{m}_mean")
+    text = fmt_interval(mean, row.get(f"{m}_lo"), row.get(f"{m}_hi"), metric)
+    value, _, half = text.partition(" ± ")
+    n, of = row.get(f"changed_{m}_n"), row.get(f"changed_{m}_of")
+
+    def flag(col: str) -> bool:
+        v = row.get(col)
+        return bool(v) if not is_missing(v) else False
+
+    return Entry(value=value, half=half, best=flag(f"{m}_best"), tied=flag(f"{m}_tied"),
+                 sig=flag(f"{m}_sig"), delta=fmt_delta(metric, row.get(f"delta_{m}_mean"), value),
+                 unchanged=not is_missing(of) and int(of) > 0 and int(n) == 0,
+                 sort=math.nan if is_missing(mean) else float(mean))
 
 
-def to_markdown(table: pd.DataFrame, columns: Sequence[str] | None = None,
-                notes: Sequence[str] | None = None) -> str:
-    """GitHub-flavoured Markdown table, one line per row, then the notes as a list."""
-    cols = resolve_columns(table, columns)
-    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(esc(c) for c in cols) + " |",
-             "|" + "|".join("---" for _ in cols) + "|"]
-    for i in range(len(table)):
-        lines.append("| " + " | ".join(esc(cell(table, i, c)) for c in cols) + " |")
-    notes = notes_for(table) if notes is None else notes
-    return "\n".join(lines) + "\n" + ("\n" + "\n".join(f"- {n}" for n in notes) + "\n"
-                                      if notes else "")
+def axis_header(axis: str) -> str:
+    """The column header of a grid axis: its symbol (τ, d, B) or its name."""
+    return AXIS_SYMBOLS.get(axis, axis)
 
 
-def to_csv(table: pd.DataFrame) -> str:
-    """Every column of the table (numbers unformatted), comma-separated, no index."""
-    return table.to_csv(index=False)
+def axis_text(axis: str, value: Any) -> str:
+    """One axis value in words for a caption: 'linear encoder', 'd = 16', 'infonce'."""
+    if axis in AXIS_PHRASES:
+        return AXIS_PHRASES[axis].format(fmt_value(value))
+    if isinstance(value, str):
+        return value
+    return f"{axis_header(axis)} = {fmt_value(value)}"
 
 
-def write_text(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` (parents created); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
+def seeds_text(counts: pd.Series) -> str:
+    """'1 seed', '5 seeds' or '3–5 seeds' from the ok cells per row."""
+    lo, hi = int(counts.min()) if len(counts) else 0, int(counts.max()) if len(counts) else 0
+    n = f"{lo}" if lo == hi else f"{lo}–{hi}"
+    return f"{n} seed" + ("" if hi == 1 else "s")

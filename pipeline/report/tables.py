@@ -1,80 +1,53 @@
-"""Leaderboard aggregation: one row per group of cells, mean and t-interval over seeds, ranks.
+"""Leaderboard aggregation: one row per setting, mean and t-interval over seeds, ranks, marks.
 
-Input is the per-cell leaderboard (``reports/leaderboard.csv``, one row per cell). Only cells with
-``status == 'ok'`` enter the statistics; failed cells are counted per group and their ids kept in
-the provenance, so a group whose every seed failed still appears (with NaN statistics).
+Input is the per-cell table (``reports/cells.csv``, one row per cell). Only cells with
+``status == 'ok'`` enter the statistics; failed cells are counted per group and their ids kept
+in the provenance, so a group whose every seed failed still appears (with NaN statistics).
+Intervals are :func:`pipeline.stats.seed_ci`; directions come from the metric registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-GRID_AXES = ("objective", "loss", "k", "tau", "tau_schedule", "n", "arch", "embed_dim",
-             "batch_size", "seed")
-# Used by stages/cli only when params give no `report:` section (params.yaml is the source).
-DEFAULT_GROUP_BY = ("loss", "objective", "arch", "k", "tau", "tau_schedule", "n", "embed_dim",
-                    "batch_size")
-DEFAULT_METRICS = ("recall_at_1", "risk_keval", "risk_k", "align", "uniform", "eff_rank", "cv",
-                   "ad_pass_frac", "dp_pass_frac")
-DEFAULT_BASELINE = "infonce"
-PROVENANCE = ("cell_ids", "git_sha", "params_hash", "dataset_hash", "hardware", "wall_seconds")
+from pipeline.grid import GRID_AXES
+from pipeline.metrics import Metric, is_metric, lookup
+from pipeline.stats import seed_ci
 
-# Direction of "better" for the metrics whose order means something across cells. Distribution
-# statistics (cv, ad_*, dp_*), bound terms, gaps and training losses get no rank on purpose: a
-# thinner shell or a more Gaussian coordinate is a property to report, not a score, and training
-# losses of different variants are on different scales. `norm_`/`proj_` prefixes share the base
-# metric's direction; `control_` (untrained encoder) columns are never ranked.
-HIGHER_IS_BETTER: dict[str, bool] = {
-    "recall_at_1": True, "recall_at_5": True, "recall_at_10": True,
-    "risk_keval": False,  # risk_k is not ranked: it is measured at each cell's own training k
-    "align": False,      # mean squared distance of positive pairs (Wang & Isola): lower is better
-    "uniform": False,    # log mean Gaussian potential: lower is more uniform
-    "eff_rank": True,    # effective rank of the embedding covariance: higher is less collapsed
-}
-_SHARED_PREFIXES = ("norm_", "proj_")
+# per-cell provenance, one joined value per row of an aggregate
+PROVENANCE = ("cell_ids", "code_fingerprint", "git_sha", "params_hash", "dataset_hash",
+              "hardware", "source", "wall_seconds")
 
 
-def direction(metric: str, overrides: Mapping[str, bool] | None = None) -> bool | None:
-    """True when higher is better, False when lower is, None when the metric is not ranked."""
-    table = {**HIGHER_IS_BETTER, **(overrides or {})}
-    if metric in table:
-        return table[metric]
-    if metric.startswith("control_"):
-        return None
-    for prefix in _SHARED_PREFIXES:
-        if metric.startswith(prefix):
-            return table.get(metric[len(prefix):])
-    return None
-
-
-def present(columns: Iterable[str], board: pd.DataFrame) -> list[str]:
+def present(columns: Sequence[str], board: pd.DataFrame) -> list[str]:
     """The subset of ``columns`` that ``board`` has, in the given order."""
     return [c for c in columns if c in board.columns]
 
 
-def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
-    """``(mean, lo, hi)``: Student-t interval mean ± t_{(1+level)/2, n−1} · s/√n (s with ddof=1).
-
-    NaN values are dropped first; bounds are NaN with fewer than two values, all NaN with none.
-    """
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if x.size == 0:
-        return (np.nan, np.nan, np.nan)
-    mean = float(x.mean())
-    if x.size < 2:
-        return (mean, np.nan, np.nan)
-    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return (mean, mean - half, mean + half)
+def metrics_in(board: pd.DataFrame) -> list[str]:
+    """Every numeric column of ``board`` that the registry knows, in column order."""
+    return [c for c in board.columns if is_metric(c) and pd.api.types.is_numeric_dtype(board[c])
+            and not pd.api.types.is_bool_dtype(board[c])]
 
 
-def rank(values: pd.Series, higher_is_better: bool) -> pd.Series:
+def axes_in(board: pd.DataFrame) -> list[str]:
+    """The grid axes ``board`` has (seed included), in :data:`GRID_AXES` order."""
+    return present(GRID_AXES, board)
+
+
+def varying(board: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` that take more than one value in ``board``."""
+    return [c for c in columns if c in board and board[c].nunique(dropna=False) > 1]
+
+
+def rank(values: pd.Series, metric: Metric) -> pd.Series:
     """Competition rank, 1 = best: ties share the smallest rank ("1, 2, 2, 4"); NaN stays NaN."""
-    return values.rank(method="min", ascending=not higher_is_better, na_option="keep")
+    return values.rank(method="min", ascending=not metric.higher, na_option="keep")
 
 
 def check_level(level: float, name: str = "level") -> None:
@@ -112,14 +85,12 @@ def _join_unique(values: pd.Series) -> str:
 
 
 def _provenance(cells: pd.DataFrame) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for col in PROVENANCE:
-        if col == "cell_ids":
-            out[col] = _join_unique(cells["cell_id"]) if "cell_id" in cells else ""
-        elif col == "wall_seconds":
-            out[col] = (float(cells[col].sum(min_count=1)) if col in cells else np.nan)
-        else:
-            out[col] = _join_unique(cells[col]) if col in cells else ""
+    out: dict[str, object] = {"cell_ids": _join_unique(cells["cell_id"]) if "cell_id" in cells
+                              else ""}
+    for col in PROVENANCE[1:-1]:
+        out[col] = _join_unique(cells[col]) if col in cells else ""
+    out["wall_seconds"] = (float(cells["wall_seconds"].sum(min_count=1)) if "wall_seconds" in cells
+                           else np.nan)
     return out
 
 
@@ -127,39 +98,77 @@ def _group_row(cells: pd.DataFrame, metrics: Sequence[str], level: float) -> dic
     good = ok_cells(cells)
     row: dict[str, object] = {"n_seeds": int(len(good)), "failed": int(len(cells) - len(good))}
     for m in metrics:
-        mean, lo, hi = t_interval(good[m].to_numpy(dtype=float), level)
-        row |= {f"{m}_mean": mean, f"{m}_lo": lo, f"{m}_hi": hi}
+        x = good[m].to_numpy(dtype=float)
+        ci = seed_ci(x[~np.isnan(x)], level)
+        row |= {f"{m}_mean": ci.estimate, f"{m}_lo": ci.low, f"{m}_hi": ci.high}
+    for col in (c for c in good.columns if c.startswith("changed_")):
+        known = good[col].dropna().astype(bool)
+        row |= {f"{col}_n": int(known.sum()), f"{col}_of": int(len(known))}
     return row | _provenance(cells)
 
 
-def aggregate(board: pd.DataFrame, group_by: Sequence[str] | None = None,
-              metrics: Sequence[str] | None = None, level: float = 0.95,
-              higher_is_better: Mapping[str, bool] | None = None) -> pd.DataFrame:
-    """One row per group of cells: ``<m>_mean/_lo/_hi`` (t-interval over the group's ok cells,
-    normally its seeds), ``<m>_rank`` for ranked metrics (see ``HIGHER_IS_BETTER``), ``n_seeds``
-    (ok cells), ``failed`` (other cells) and the provenance columns of ``PROVENANCE``.
+def groups(board: pd.DataFrame, group_by: Sequence[str]) -> list[tuple[tuple, pd.DataFrame]]:
+    """(key, cells) per combination of ``group_by`` values, sorted by key."""
+    if not group_by:
+        return [((), board)]
+    return [(k if isinstance(k, tuple) else (k,), part)
+            for k, part in board.groupby(list(group_by), dropna=False, sort=True)]
 
-    group_by / metrics: None means the defaults present in ``board``. Each metric's interval uses
-    its non-NaN values, so a metric missing for one seed has a wider interval, not a wrong mean.
-    Rows are sorted by the group columns; the table's ``attrs`` record group_by, metrics, level.
+
+def aggregate(board: pd.DataFrame, group_by: Sequence[str] | None = None,
+              metrics: Sequence[str] | None = None, level: float = 0.95) -> pd.DataFrame:
+    """One row per group of cells: ``<m>_mean/_lo/_hi`` (:func:`pipeline.stats.seed_ci` over the
+    group's ok cells, normally its seeds), ``<m>_rank`` for ranked metrics (registry), ``n_seeds``
+    (ok cells), ``failed`` (other cells), ``changed_<s>_n/_of`` (cells where training changed a
+    statistic, of those where it is known) and the provenance columns of ``PROVENANCE``.
+
+    group_by: None means the grid axes present but the seed; metrics: None means every registered
+    metric present. Each metric's interval uses its non-NaN values. Rows are sorted by the group
+    columns; the table's ``attrs`` record group_by, metrics and level.
     """
     check_level(level)
-    group_by = as_columns(group_by, "group_by", present(DEFAULT_GROUP_BY, board))
-    metrics = as_columns(metrics, "metrics", present(DEFAULT_METRICS, board))
+    group_by = as_columns(group_by, "group_by", [a for a in axes_in(board) if a != "seed"])
+    metrics = as_columns(metrics, "metrics", metrics_in(board))
     check_columns(board, group_by, "group_by")
     check_columns(board, metrics, "metrics", numeric=True)
     if not len(board):
         raise ValueError("board: no cells to aggregate (empty table)")
-    rows = []
-    groups = board.groupby(group_by, dropna=False, sort=True) if group_by else [((), board)]
-    for key, cells in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append(dict(zip(group_by, key, strict=True)) | _group_row(cells, metrics, level))
+    rows = [dict(zip(group_by, key, strict=True)) | _group_row(cells, metrics, level)
+            for key, cells in groups(board, group_by)]
     table = pd.DataFrame(rows)
     for m in metrics:
-        better = direction(m, higher_is_better)
-        if better is not None:
+        metric = lookup(m) if is_metric(m) else None
+        if metric is not None and metric.ranked:
             pos = table.columns.get_loc(f"{m}_hi") + 1
-            table.insert(pos, f"{m}_rank", rank(table[f"{m}_mean"], better))
+            table.insert(pos, f"{m}_rank", rank(table[f"{m}_mean"], metric))
     table.attrs.update(group_by=group_by, metrics=metrics, level=level)
     return table
+
+
+def tied_with_best(values: Sequence[np.ndarray], means: np.ndarray, metric: Metric,
+                   alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(best, tied) booleans per row for one ranked metric.
+
+    best: the row(s) with the best mean. tied: another row whose seeds do not differ from the
+    best row's by Welch's t-test at ``alpha`` (``p >= alpha``); only where both rows have two
+    or more seeds, so a single seed never marks a tie.
+    """
+    best = np.zeros(len(means), dtype=bool)
+    tied = np.zeros(len(means), dtype=bool)
+    finite = np.isfinite(means)
+    if not finite.any():
+        return best, tied
+    target = np.nanmax(means) if metric.higher else np.nanmin(means)
+    best = finite & (means == target)
+    ref = values[int(np.flatnonzero(best)[0])]
+    for i, x in enumerate(values):
+        if best[i] or not finite[i] or len(x) < 2 or len(ref) < 2:
+            continue
+        if np.ptp(x) == 0 and np.ptp(ref) == 0:
+            tied[i] = bool(x[0] == ref[0])
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # nearly constant seeds
+            p = sps.ttest_ind(x, ref, equal_var=False).pvalue
+        tied[i] = bool(p >= alpha)
+    return best, tied

@@ -11,17 +11,17 @@ import json
 import platform
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 import torch
-from safetensors.torch import save
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import storage
+from pipeline.runtime import storage, weights
+from pipeline.runtime.store import checksums
 from pipeline.train import DivergedError, embed_heldout, train_cell
 
 
@@ -37,24 +37,24 @@ class CellOutcome:
     record: dict[str, Any] = field(default_factory=dict)  # the cell.json content
 
 
-def _record(cell: Cell, status: str, reason: str, wall: float, meta: dict[str, str],
-            history: list[dict[str, float]]) -> dict[str, Any]:
+def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
+            meta: Mapping[str, Any], history: list[dict[str, float]]) -> dict[str, Any]:
     return {
         "cell_id": cell.cell_id, "status": status, "reason": reason, "config": cell.config(),
         "grid": cell.grid_values(), "wall_seconds": round(wall, 3),
+        "started_at": round(started, 3), "finished_at": round(started + wall, 3),
         "final_loss": history[-1]["loss"] if history else None,
         "hardware": f"{platform.node()} {platform.machine()} torch {torch.__version__}",
         **meta,
     }
 
 
-def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: dict[str, str],
+def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
                    snapshot_epochs: Sequence[int]) -> list[dict[str, float]]:
     result = train_cell(cell, dataset, snapshot_epochs)
-    weights = {k: v.detach().contiguous().cpu() for k, v in result.model.state_dict().items()}
-    storage.atomic_write_bytes(out / "model.safetensors",
-                               save(weights, metadata={"cell_id": cell.cell_id}))
-    file_meta = {"cell_id": cell.cell_id, **meta, "config": json.dumps(cell.config(), sort_keys=True)}
+    storage.atomic_write_bytes(out / "model.safetensors", weights.to_bytes(result.model, cell))
+    file_meta = {"cell_id": cell.cell_id, "config": json.dumps(cell.config(), sort_keys=True),
+                 **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
     views = embed_heldout(result.model, dataset, cell)
     for epoch, snap in sorted(result.snapshots.items()):
         table = storage.embeddings_table({0: snap[0], 1: snap[1]}, dataset.y_heldout,
@@ -68,20 +68,32 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: dict[st
     return history
 
 
-def run_cell(cell: Cell, dataset: Dataset, root: storage.Location, meta: dict[str, str],
+def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mapping[str, Any],
              threads: int = 1, snapshot_epochs: Sequence[int] = ()) -> CellOutcome:
-    """Train ``cell`` and write its folder under ``root``. meta: git_sha, dataset_hash, code_version.
+    """Train ``cell`` and write its files to ``folder`` (its version's folder in the store).
 
-    ``snapshot_epochs``: epochs (0 = the untrained control) whose held-out embeddings are also
-    written, as ``embeddings_e<epoch>.parquet``.
+    meta: what the record carries besides the run (git_sha, dataset_hash, version,
+    code_fingerprint...). ``snapshot_epochs``: epochs (0 = the untrained control) whose held-out
+    embeddings are also written, as ``embeddings_e<epoch>.parquet``. Every file is written to a
+    temporary folder beside ``folder`` that replaces it at the end (on object stores: file by
+    file, ``cell.json`` last), so a reader never sees a half-written cell, and the record lists
+    each file's size and SHA-256 so that later damage is seen.
     """
+    previous = torch.get_num_threads()
     torch.set_num_threads(threads)
-    out = storage.cell_dir(root, cell.cell_id)
-    storage.remove_tree(out)  # a half-written or failed attempt: start clean
-    start = time.perf_counter()
+    try:
+        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, Any],
+         snapshot_epochs: Sequence[int]) -> CellOutcome:
+    work = storage.staging_dir(final)
+    start, started = time.perf_counter(), time.time()
     history: list[dict[str, float]] = []
     try:
-        history = _write_outputs(out, cell, dataset, meta, snapshot_epochs)
+        history = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
         status, reason = "ok", ""
     except DivergedError as err:
         status, reason = "failed", f"diverged: {err}"
@@ -89,8 +101,14 @@ def run_cell(cell: Cell, dataset: Dataset, root: storage.Location, meta: dict[st
         status = "failed"
         reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
     wall = time.perf_counter() - start
-    record = _record(cell, status, reason, wall, meta, history)
-    if status == "ok":  # lets later stages see when a cell's embeddings change
-        record["embeddings_sha256"] = storage.file_sha256(out / "embeddings.parquet")
-    storage.atomic_write_json(out / "cell.json", record)
+    record = _record(cell, status, reason, started, wall, meta, history)
+    if status == "ok":
+        names = sorted(n for n in storage.list_dir(work) if not n.startswith("."))
+        record["files"] = checksums(work, names)
+        record["embeddings_sha256"] = record["files"]["embeddings.parquet"]["sha256"]
+    else:  # keep only the record of a failure
+        storage.remove_tree(work)
+        work = storage.staging_dir(final)
+    storage.atomic_write_json(work / "cell.json", record)
+    storage.publish_dir(work, final)
     return CellOutcome(cell.cell_id, status, reason, wall, history, record)

@@ -1,4 +1,10 @@
-"""Where the stages read and write, the resolved params, and provenance (git commit)."""
+"""Where the stages read and write, the resolved params, and provenance (git commit).
+
+The stage tables (``data/``, ``reports/``) live in the workspace; the cells live in the cell
+store (:mod:`pipeline.runtime.store`), shared by every workspace of the project, and
+``data/grid.json`` is the manifest that says which version of each cell this workspace's grid
+uses and where its folder is.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ from pipeline.runtime.storage import (
     read_json,
     read_metadata,
 )
+from pipeline.runtime.store import project_root, store_root
 
 RESOLVED = Path("params.resolved.yaml")  # written by `stages.resolve`, read by every other stage
+TRACKED = Path("params.tracked.yaml")  # what DVC tracks of it (see stages/resolve.py)
 DATA = Path("data")
 DATASETS = DATA / "datasets"
 CELLS = DATA / "cells"
@@ -26,15 +34,23 @@ STATS_DETAIL = DATA / "stats_detail.parquet"
 SEARCH = DATA / "search.parquet"
 FINITE_K = DATA / "finite_k.parquet"  # CE − R_k per cell, encoder and k
 BOUNDS = DATA / "bounds.parquet"
+PROBE = DATA / "probe.parquet"  # linear probe and weighted kNN per cell, state and layer
 REPORTS = Path("reports")
 
 
 def cells_root(params: Params) -> Path | ObjectPath:
-    """Where the cells live: ``<compute.storage>/cells`` (a URI) or ``data/cells`` here
-    (absolute, so workers with another working directory write to the same folder)."""
-    if params.compute.storage:
-        return location(params.compute.storage) / "cells"
-    return CELLS.resolve()
+    """Where the cells live: ``<store>/cells`` (see :func:`pipeline.runtime.store.store_root`)."""
+    return store_root(params.compute.storage) / "cells"
+
+
+def tracking_uri(params: Params) -> str:
+    """``tracking.uri`` with a relative SQLite path resolved against the project root, so that
+    DVC experiments run in a temporary copy log into the project's own database."""
+    uri = params.tracking.uri
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
+        return prefix + str(project_root() / uri[len(prefix):])
+    return uri
 
 
 def shared_dataset(params: Params) -> Path | ObjectPath:
@@ -71,14 +87,21 @@ def git_sha() -> str:
 
 
 def read_grid() -> pd.DataFrame:
-    """The current grid's cells (``data/grid.json``): grid values, status and failure reason."""
-    cells = pd.DataFrame(read_json(GRID)["cells"])
-    return cells.drop(columns=["embeddings_sha256"], errors="ignore")
+    """The current grid's cells (``data/grid.json``): grid values, status, failure reason,
+    version, folder, whether stale, and the embeddings' hash."""
+    return pd.DataFrame(read_json(GRID)["cells"])
+
+
+def cell_folders(grid: pd.DataFrame | None = None) -> dict[str, Path | ObjectPath]:
+    """Each cell's folder in the store, from the manifest."""
+    grid = read_grid() if grid is None else grid
+    return {row.cell_id: location(row.path) for row in grid.itertuples() if row.path}
 
 
 def trained_cells(params: Params) -> list[Cell]:
     """The current grid's cells whose training finished (status ok in ``data/grid.json``)."""
-    ok = set(read_grid().query("status == 'ok'").cell_id)
+    grid = read_grid()
+    ok = set(grid.loc[grid.status == "ok", "cell_id"])
     return [c for c in expand(params) if c.cell_id in ok]
 
 

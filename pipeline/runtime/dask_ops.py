@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -33,8 +33,10 @@ from pipeline.stats import (
 )
 from pipeline.stats.intervals import summary_intervals
 from pipeline.stats.null import gaussian_null
+from pipeline.stats.uncertainty import check_level
 
 REPRESENTATIONS = ("raw", "normalized")  # plus "projected" when stats.projections > 0
+INTERVAL_LEVEL = "ci_level"  # column: the confidence level of a row's <stat>_lo / <stat>_hi
 
 
 @contextlib.contextmanager
@@ -82,18 +84,21 @@ def _represent(z: np.ndarray | str, representation: str, projections: int,
 
 
 def _intervals(z: np.ndarray | str, parts: Sequence[ColumnTests | None], n_boot: int,
-               cell_id: str, representation: str) -> dict[str, float]:
-    """95% intervals of the summaries as ``<stat>_lo`` / ``<stat>_hi`` columns ({} when bad data)."""
+               cell_id: str, representation: str, level: float) -> dict[str, float]:
+    """Intervals at confidence ``level`` of the summaries as ``<stat>_lo`` / ``<stat>_hi``
+    columns, and ``ci_level`` = level ({} when bad data)."""
     if isinstance(z, str) or any(p is None for p in parts) or not np.isfinite(z).all():
         return {}
     tests = concat_column_tests(parts)  # type: ignore[arg-type]
+    # the same resamples at every level: a level changes the quantiles read, not the draws
     rng = numpy_generator(cell_id, "bootstrap", representation)
     try:
-        cis = summary_intervals(np.asarray(z, dtype=np.float64), tests, n_boot, rng)
+        cis = summary_intervals(np.asarray(z, dtype=np.float64), tests, n_boot, rng, level)
     except Exception:  # noqa: BLE001 — a cell without intervals still has its summary
         return {}
-    return {f"{k}_{end}": getattr(ci, "low" if end == "lo" else "high")
-            for k, ci in cis.items() for end in ("lo", "hi")}
+    bounds = {f"{k}_{end}": getattr(ci, "low" if end == "lo" else "high")
+              for k, ci in cis.items() for end in ("lo", "hi")}
+    return {**bounds, INTERVAL_LEVEL: level}
 
 
 def _null(z: np.ndarray | str, cell_id: str, draws: int) -> dict[str, float]:
@@ -129,11 +134,14 @@ def _summary(z: np.ndarray | str, z_pos: np.ndarray | str, parts: Sequence[Colum
         return CellSummary(status="failed", reason=f"{type(err).__name__}: {err}", n=0, d=0)
 
 
-def stats_graph(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig) -> dict[tuple[str, int, str], Any]:
+def stats_graph(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig, *,
+                level: float) -> dict[tuple[str, int, str], Any]:
     """Delayed (summary, column tests, interval bounds) per (cell_id, epoch, representation).
 
     paths: the embeddings file of each (cell_id, epoch) — the final one and the snapshots.
+    level: confidence level of the intervals (the stage passes ``report.level``).
     """
+    check_level(level)
     reps = REPRESENTATIONS + (("projected",) if cfg.projections else ())
     out = {}
     for (cell_id, epoch), path in paths.items():
@@ -151,7 +159,7 @@ def stats_graph(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig
                      for a in range(0, max(width, 1), cfg.block_cols)]
             summary = delayed(_summary)(zr if rep == "projected" else z, z_pos, parts, rep,
                                         dask_key_name=f"summary-{key}-{rep}")
-            bounds = (delayed(_intervals)(zr, parts, cfg.bootstrap, cell_id, rep,
+            bounds = (delayed(_intervals)(zr, parts, cfg.bootstrap, cell_id, rep, level,
                                           dask_key_name=f"intervals-{key}-{rep}")
                       if cfg.bootstrap else {})
             null = (delayed(_null)(z, cell_id, cfg.null_draws, dask_key_name=f"null-{key}")
@@ -168,9 +176,14 @@ def _embed_dim(path: storage.Location) -> int:
 
 
 def compute_stats(paths: dict[tuple[str, int], storage.Location], cfg: StatsConfig,
-                  compute_cfg: ComputeConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary table, per-coordinate detail table) for all cells in one Dask compute."""
-    graph = stats_graph(paths, cfg)
+                  compute_cfg: ComputeConfig, *, level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary table, per-coordinate detail table) for all cells in one Dask compute.
+
+    Interval columns ``<stat>_lo`` / ``<stat>_hi`` (cv, ad_mean, ad_pass_frac, dp_p_mean,
+    dp_pass_frac) are at confidence ``level`` (the stage passes ``report.level``), recorded per
+    row in ``ci_level``.
+    """
+    graph = stats_graph(paths, cfg, level=level)
     with scheduler(compute_cfg, cfg.n_workers) as kwargs:
         (results,) = compute(graph, **kwargs)
     rows, detail = [], []
@@ -208,11 +221,11 @@ def _retrieval_row(path: str, cell_id: str, k: int, k_eval: int, tau: float,
     return row
 
 
-def _search_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> tuple[dict[str, Any], list]:
+def _search_cell(cell: Any, dataset: Any, path: str, cfg: Any) -> tuple[dict[str, Any], list]:
     """Retrieval and the similarity-search quantities of one cell; failures become a status."""
     from pipeline.runtime.evaluate import search_cell
 
-    folder = storage.cell_dir(root, cell.cell_id)
+    folder = storage.location(path)
     row: dict[str, Any] = {"cell_id": cell.cell_id, "search_status": "ok", "search_reason": ""}
     sweep: list[dict[str, Any]] = []
     try:
@@ -226,23 +239,25 @@ def _search_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> tuple[dict[str
     return row, sweep
 
 
-def _bounds_cell(cell: Any, dataset: Any, root: str, cfg: Any) -> dict[str, Any]:
+def _bounds_cell(cell: Any, dataset: Any, path: str, cfg: Any) -> dict[str, Any]:
     from pipeline.runtime.evaluate import bounds_cell
 
     try:
-        return bounds_cell(cell, dataset, storage.cell_dir(root, cell.cell_id), cfg)
+        return bounds_cell(cell, dataset, storage.location(path), cfg)
     except Exception as err:  # noqa: BLE001
         return {"cell_id": cell.cell_id, "bound_status": f"failed: {type(err).__name__}: {err}"}
 
 
-def compute_search(cells: Sequence[Any], dataset_path: storage.Location, root: storage.Location, cfg: Any,
-                   compute_cfg: ComputeConfig, n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per cell, the k-sweep rows) for every cell in one Dask compute."""
+def compute_search(cells: Sequence[Any], dataset_path: storage.Location,
+                   folders: Mapping[str, storage.Location], cfg: Any, compute_cfg: ComputeConfig,
+                   n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per cell, the k-sweep rows) for every cell in one Dask compute; ``folders``:
+    each cell's folder in the store."""
     from pipeline.runtime.storage import read_dataset
 
     dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
-    tasks = [delayed(_search_cell)(c, dataset, str(root), cfg, dask_key_name=f"search-{c.cell_id}")
-             for c in cells]
+    tasks = [delayed(_search_cell)(c, dataset, str(folders[c.cell_id]), cfg,
+                                   dask_key_name=f"search-{c.cell_id}") for c in cells]
     with scheduler(compute_cfg, n_workers) as kwargs:
         (results,) = compute(tasks, **kwargs)
     rows = pd.DataFrame([r for r, _ in results])
@@ -250,14 +265,15 @@ def compute_search(cells: Sequence[Any], dataset_path: storage.Location, root: s
     return rows, sweep
 
 
-def compute_bounds(cells: Sequence[Any], dataset_path: storage.Location, root: storage.Location, cfg: Any,
-                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
+def compute_bounds(cells: Sequence[Any], dataset_path: storage.Location,
+                   folders: Mapping[str, storage.Location], cfg: Any, compute_cfg: ComputeConfig,
+                   n_workers: int) -> pd.DataFrame:
     """Theorem 1's terms for every cell, one Dask task per cell."""
     from pipeline.runtime.storage import read_dataset
 
     dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
-    tasks = [delayed(_bounds_cell)(c, dataset, str(root), cfg, dask_key_name=f"bounds-{c.cell_id}")
-             for c in cells]
+    tasks = [delayed(_bounds_cell)(c, dataset, str(folders[c.cell_id]), cfg,
+                                   dask_key_name=f"bounds-{c.cell_id}") for c in cells]
     with scheduler(compute_cfg, n_workers) as kwargs:
         (rows,) = compute(tasks, **kwargs)
     return pd.DataFrame(rows)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load
 from torch import nn
 
 from pipeline.bounds import (
@@ -28,15 +27,19 @@ from pipeline.bounds import (
 )
 from pipeline.config import BoundsConfig, Cell, SearchConfig
 from pipeline.datasets import Dataset, gaussian_channel_log_ratio_matrix, make_augmenter
-from pipeline.runtime import storage
+from pipeline.runtime import storage, weights
 from pipeline.search import (
-    ce_minus_risk_table,
+    RESOLVED_Z,
+    CRNRow,
+    CRNSweep,
+    SlopeFit,
+    crn_gap_sweep,
+    crn_table,
     fit_loglog_slope,
-    population_cross_entropy,
+    nested_negatives,
     population_risk,
     similarity_search_cross_entropy,
 )
-from pipeline.search.finite_k import k_sweep
 from pipeline.seeding import numpy_generator, torch_generator
 from pipeline.train import initial_encoder, subsample
 
@@ -46,7 +49,7 @@ ENCODE_BATCH = 4096
 def load_encoders(cell: Cell, dataset: Dataset, folder: storage.Dir) -> dict[str, nn.Module]:
     """{'trained': the saved encoder, 'initial': the same architecture at its seeded init}."""
     trained = initial_encoder(cell, dataset.input_shape)
-    trained.load_state_dict(load(storage.read_bytes(folder / "model.safetensors")))
+    weights.load_into(trained, storage.read_bytes(folder / "model.safetensors"), cell)
     return {"trained": trained.eval(), "initial": initial_encoder(cell, dataset.input_shape).eval()}
 
 
@@ -58,17 +61,21 @@ def _encode(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return z / z.norm(dim=1, keepdim=True)
 
 
-def _tuples(model: nn.Module, cell: Cell, x_anchor: torch.Tensor, x_pool: torch.Tensor,
-            positives: int, stream: str) -> tuple[np.ndarray, np.ndarray]:
-    """s_pos ``(N, positives)`` to fresh views of each anchor; s_neg ``(N, M)`` to the pool."""
+def _pool_inputs(cell: Cell, x_rest: torch.Tensor, size: int) -> tuple[torch.Tensor, str]:
+    """The pool ζ_1..ζ_M ~ π of the CE − R_k sweep, and where it came from: fresh draws where the
+    dataset's π is known (the Gaussian channel's N(0, I_p): the population itself, so M is not
+    bounded by the held-out set), else the first ``size`` held-out points that are not anchors."""
+    if cell.data.name == "gaussian_channel":
+        gen = torch_generator(cell.seed, cell.cell_id, "search-pool")
+        return torch.randn((size, *x_rest.shape[1:]), generator=gen, dtype=x_rest.dtype), "fresh"
+    return x_rest[:size], "heldout"
+
+
+def _positive_views(cell: Cell, x_anchor: torch.Tensor, positives: int) -> torch.Tensor:
+    """``(N·positives, ...)`` fresh views z' ~ M(z, ·) of each anchor, anchor-major."""
     aug = make_augmenter(cell.data.name, cell.data.augment)
-    gen = torch_generator(cell.seed, cell.cell_id, stream)
-    za = _encode(model, x_anchor)
-    views = aug(x_anchor.repeat_interleave(positives, dim=0), gen)
-    zp = _encode(model, views).reshape(x_anchor.shape[0], positives, -1)
-    s_pos = torch.einsum("nd,npd->np", za, zp)
-    s_neg = za @ _encode(model, x_pool).T
-    return s_pos.numpy(), s_neg.numpy()
+    gen = torch_generator(cell.seed, cell.cell_id, "search-positives")
+    return aug(x_anchor.repeat_interleave(positives, dim=0), gen)
 
 
 def _ce_m(model: nn.Module, cell: Cell, x_anchor: torch.Tensor, x_pool: torch.Tensor,
@@ -87,36 +94,73 @@ def _ce_m(model: nn.Module, cell: Cell, x_anchor: torch.Tensor, x_pool: torch.Te
     return res.ce, res.se
 
 
+def _sweep_summary(prefix: str, sweep: CRNSweep, fits: dict[str, SlopeFit],
+                   own: CRNRow | None) -> dict[str, Any]:
+    c_se = np.sqrt(np.diag(sweep.coef_cov))
+    fit, expansion, leading = fits["gap"], fits["expansion"], fits["leading"]
+    return {f"{prefix}ce": sweep.ce, f"{prefix}ce_se": sweep.ce_se,
+            f"{prefix}r_k": own.risk if own else math.nan,
+            f"{prefix}finite_k_gap": own.gap if own else math.nan,
+            f"{prefix}finite_k_gap_se": own.gap_se if own else math.nan,
+            f"{prefix}slope": fit.slope, f"{prefix}slope_lo": fit.ci_low,
+            f"{prefix}slope_hi": fit.ci_high, f"{prefix}slope_lack_of_fit_p": fit.lack_of_fit_p,
+            f"{prefix}slope_expansion": expansion.slope,
+            f"{prefix}slope_leading": leading.slope, f"{prefix}slope_leading_lo": leading.ci_low,
+            f"{prefix}slope_leading_hi": leading.ci_high,
+            f"{prefix}gap_c1": float(sweep.coef[0]), f"{prefix}gap_c1_se": float(c_se[0]),
+            f"{prefix}gap_c2": float(sweep.coef[1]), f"{prefix}gap_c3": float(sweep.coef[2]),
+            f"{prefix}gaps_resolved": bool(np.all(np.abs(sweep.gap) >= RESOLVED_Z * sweep.gap_se))}
+
+
 def search_cell(cell: Cell, dataset: Dataset, folder: storage.Dir,
                 cfg: SearchConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(summary row, k-sweep rows) for one cell: CE, CE_m, R_k, CE − R_k and its log-log slope."""
+    """(summary row, k-sweep rows) for one cell: CE, CE_m, R_k, CE − R_k and its log-log slope.
+
+    CE − R_k by common random numbers (`pipeline.search.crn`): the same anchors, positives, pool
+    and nested negatives for every k and for both encoders, so the trained and the fixed encoder
+    are compared on the same draws too. The slope is fitted over fit_k_min ≤ k ≤ fit_k_max with
+    the gaps' covariance across k (anchors + pool); slope_expansion is the same fit to the 1/k
+    expansion c₁/k + c₂/k² + c₃/k³, the slope the theory predicts over that range, and
+    slope_leading the fit to gap − c₂/k² − c₃/k³, whose slope is −1 up to O(k⁻³).
+    """
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
     n_anchor = min(cfg.anchors, x.shape[0] // 2)
-    x_anchor, x_pool = x[:n_anchor], x[n_anchor:]
+    x_anchor, x_rest = x[:n_anchor], x[n_anchor:]
     ks = sorted(set(cfg.k_sweep) | {cell.k} - {0})
-    summary: dict[str, Any] = {"cell_id": cell.cell_id}
-    sweep: list[dict[str, Any]] = []
+    x_pool, source = _pool_inputs(cell, x_rest, cfg.pool)
+    views = _positive_views(cell, x_anchor, cfg.positives)
+    neg_index = nested_negatives(numpy_generator(cell.seed, cell.cell_id, "search-negatives"),
+                                 n_anchor, x_pool.shape[0], ks[-1])
+    summary: dict[str, Any] = {"cell_id": cell.cell_id, "search_pool": int(x_pool.shape[0]),
+                               "search_pool_source": source}
+    sweep_rows: list[dict[str, Any]] = []
     for name, model in load_encoders(cell, dataset, folder).items():
         if name not in cfg.encoders:
             continue
-        s_pos, s_neg = _tuples(model, cell, x_anchor, x_pool, cfg.positives, f"search-{name}")
-        tau = cell.tau
-        ce = population_cross_entropy(s_pos, s_neg, tau)
-        risks = k_sweep(s_pos[:, 0], s_neg, ks, tau, numpy_generator(cell.cell_id, "sweep", name))
-        rows = ce_minus_risk_table(ce, risks, tau)
-        fit = fit_loglog_slope([r.k for r in rows], [abs(r.gap) for r in rows],
-                               [r.gap_se for r in rows])
-        sweep += [{"cell_id": cell.cell_id, "encoder": name, **asdict(r)} for r in rows]
+        za = _encode(model, x_anchor)
+        zp = _encode(model, views).reshape(n_anchor, cfg.positives, -1)
+        sweep = crn_gap_sweep(za, zp, _encode(model, x_pool), neg_index, ks, cell.tau)
+        rows = crn_table(sweep, cell.tau)
+        leading, leading_cov = sweep.leading()
+        fits = {name: fit_loglog_slope(sweep.ks, gaps, gap_cov=cov, k_min=cfg.fit_k_min,
+                                       k_max=cfg.fit_k_max)
+                for name, gaps, cov in (("gap", sweep.gap, sweep.gap_cov),
+                                        ("expansion", sweep.expansion(sweep.ks), sweep.gap_cov),
+                                        ("leading", leading, leading_cov))}
+        coefs = dict(zip(("c1", "c2", "c3"), map(float, sweep.coef), strict=True))
+        sweep_rows += [{"cell_id": cell.cell_id, "encoder": name,
+                        **{**asdict(r), "gap_cov": list(r.gap_cov),
+                           "gap_leading_cov": list(r.gap_leading_cov)}, **coefs,
+                        "c1_se": float(math.sqrt(sweep.coef_cov[0, 0])),
+                        "fit_k_min": cfg.fit_k_min, "fit_k_max": cfg.fit_k_max,
+                        "n_anchors": sweep.n, "n_positives": sweep.positives,
+                        "pool": sweep.pool} for r in rows]
         own = next(r for r in rows if r.k == cell.k) if cell.k in ks else None
-        ce_m, ce_m_se = _ce_m(model, cell, x_anchor, x_pool, cfg.block)
+        ce_m, ce_m_se = _ce_m(model, cell, x_anchor, x_rest, cfg.block)
         prefix = "" if name == "trained" else f"{name}_"
-        summary.update({f"{prefix}ce": ce.ce, f"{prefix}ce_se": ce.se, f"{prefix}ce_m": ce_m,
-                        f"{prefix}ce_m_se": ce_m_se,
-                        f"{prefix}r_k": own.risk if own else math.nan,
-                        f"{prefix}finite_k_gap": own.gap if own else math.nan,
-                        f"{prefix}slope": fit.slope, f"{prefix}slope_lo": fit.ci_low,
-                        f"{prefix}slope_hi": fit.ci_high})
-    return summary, sweep
+        summary.update(_sweep_summary(prefix, sweep, fits, own))
+        summary.update({f"{prefix}ce_m": ce_m, f"{prefix}ce_m_se": ce_m_se})
+    return summary, sweep_rows
 
 
 def _training_tuples(cell: Cell, dataset: Dataset, n: int, stream: str,

@@ -21,8 +21,9 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 if not os.environ.get("RAY_ADDRESS"):
@@ -112,17 +113,18 @@ def check_gpus_exist(compute: ComputeConfig) -> None:
                          "compute.ray_address / RAY_ADDRESS at a cluster with GPU nodes")
 
 
-def _task(cell: Cell, dataset: Dataset, root: str, meta: dict[str, str], threads: int,
+def _task(cell: Cell, dataset: Dataset, folder: str, meta: Mapping[str, Any], threads: int,
           snapshot_epochs: Sequence[int], plugins: Sequence[str]) -> CellOutcome:
     load_plugins(plugins)  # a worker process registers the user's losses before training
-    return run_cell(cell, dataset, root, meta, threads, snapshot_epochs)
+    return run_cell(cell, dataset, folder, meta, threads, snapshot_epochs)
 
 
-def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: dict[str, str],
-              compute: ComputeConfig, threads: int, snapshot_epochs: Sequence[int],
-              on_done: Callable[[CellOutcome], None],
+def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str | Path],
+              metas: Mapping[str, Mapping[str, Any]], compute: ComputeConfig, threads: int,
+              snapshot_epochs: Sequence[int], on_done: Callable[[CellOutcome], None],
               plugins: Sequence[str] = ()) -> list[CellOutcome]:
-    """Run every cell as a Ray task; ``on_done`` is called in the driver as each one finishes."""
+    """Run every cell as a Ray task writing to its folder; ``on_done`` is called in the driver as
+    each one finishes. ``metas``: each cell's record fields (git commit, version, fingerprint)."""
     if not cells:
         return []
     check_resources(compute)
@@ -131,7 +133,8 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, root: str | Path, meta: d
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
-    by_ref = {remote.remote(c, data_ref, str(root), meta, threads, list(snapshot_epochs),
+    by_ref = {remote.remote(c, data_ref, str(folders[c.cell_id]), metas[c.cell_id], threads,
+                            list(snapshot_epochs),
                             [str(Path(p).resolve()) if p.endswith(".py") else p for p in plugins]): c
               for c in cells}
     pending = list(by_ref)

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,77 @@ def exists(path: Location) -> bool:
         return Path(path).exists()
     fs, inner = filesystem(path)
     return fs.get_file_info(inner).type != pafs.FileType.NotFound
+
+
+def size(path: Location) -> int:
+    """Bytes of a file."""
+    if not is_uri(path):
+        return Path(path).stat().st_size
+    fs, inner = filesystem(path)
+    return int(fs.get_file_info(inner).size)
+
+
+def list_dir(path: Location) -> list[str]:
+    """Names of the entries of a folder ([] when it does not exist)."""
+    if not is_uri(path):
+        return sorted(p.name for p in Path(path).iterdir()) if Path(path).is_dir() else []
+    fs, inner = filesystem(path)
+    if fs.get_file_info(inner).type != pafs.FileType.Directory:
+        return []
+    return sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(inner)))
+
+
+def local_path(path: Location) -> Path | None:
+    """The local path of ``path`` (a plain path or a ``file://`` URI), else None."""
+    if not is_uri(path):
+        return Path(path)
+    text = str(path)
+    return Path(text.removeprefix("file://")) if text.startswith("file://") else None
+
+
+def staging_dir(final: Location) -> Path | ObjectPath:
+    """Where to write a folder that :func:`publish_dir` then puts at ``final``.
+
+    On a file system, a fresh hidden folder beside ``final`` (the ones a killed writer left are
+    removed first: the caller holds the cell's claim); on an object store (no atomic rename of
+    a prefix) ``final`` itself, emptied.
+    """
+    local = local_path(final)
+    if local is None:
+        remove_tree(final)
+        return location(final)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    for left in local.parent.glob(f".{local.name}.*"):
+        shutil.rmtree(left, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.", suffix=".tmp"))
+
+
+def publish_dir(work: Location, final: Location) -> None:
+    """Put the folder ``work`` at ``final`` in one rename, replacing what was there.
+
+    If another writer published ``final`` in between, its folder stays and ``work`` is dropped.
+    """
+    local, staged = local_path(final), local_path(work)
+    if local is None or staged is None or staged == local:
+        return
+    if local.exists():
+        trash = local.parent / f".{local.name}.{uuid.uuid4().hex}.old"
+        os.replace(local, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    try:
+        os.rename(staged, local)
+    except OSError:  # published meanwhile by another writer: keep theirs
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def remove_file(path: Location) -> None:
+    """Delete a file if it exists."""
+    if not is_uri(path):
+        Path(path).unlink(missing_ok=True)
+        return
+    fs, inner = filesystem(path)
+    if fs.get_file_info(inner).type != pafs.FileType.NotFound:
+        fs.delete_file(inner)
 
 
 def remove_tree(path: Location) -> None:
@@ -207,31 +278,9 @@ def embed_dim(path: Location) -> int:
     return int(pq.read_schema(inner, filesystem=fs).field("z").type.list_size)
 
 
-def cell_dir(root: Location, cell_id: str) -> Path | ObjectPath:
-    return location(root) / cell_id
-
-
 def snapshot_name(epoch: int) -> str:
     """File of the held-out embeddings at ``epoch`` (0: the untrained control)."""
     return f"embeddings_e{epoch:04d}.parquet"
-
-
-def cell_done(root: Location, cell_id: str, snapshot_epochs: Sequence[int] = ()) -> bool:
-    """Finished with status ok and every requested snapshot present."""
-    folder = cell_dir(root, cell_id)
-    return cell_status(root, cell_id) == "ok" and all(
-        (folder / snapshot_name(e)).exists() for e in snapshot_epochs)
-
-
-def cell_status(root: Location, cell_id: str) -> str | None:
-    """'ok', 'failed', or None when the cell has no complete record."""
-    path = cell_dir(root, cell_id) / "cell.json"
-    if not path.exists():
-        return None
-    try:
-        return str(read_json(path).get("status"))
-    except (json.JSONDecodeError, OSError, ValueError):
-        return None
 
 
 def _split_table(split: str, x: np.ndarray, y: np.ndarray | None) -> pa.Table:

@@ -1,31 +1,69 @@
-"""MLflow: one parent run per invocation, exactly one run per cell, batched logging.
+"""MLflow: one parent run per invocation, exactly one run per cell version, batched logging.
 
 The driver is the single writer (the local store is one SQLite file). A cell's run is looked up
-by its ``cell_id`` tag before one is created, so resumed or repeated invocations never duplicate
-it. Metrics go in batches: one ``log_metric`` into SQLite costs ~6 ms here, a batch ~80 µs/metric.
+by its ``cell_id`` and ``cell_version`` tags before one is created, so resumed or repeated
+invocations never duplicate it (and drivers sharing a store create it only under the cell's
+claim). A run carries the cell's real start and end time, MLflow's source tags and its dataset
+as an input; the experiment opens in the UI's model-training view. Metrics go in batches: one
+``log_metric`` into SQLite costs ~6 ms here, a batch ~80 µs per metric.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from mlflow.utils.mlflow_tags import (
+    MLFLOW_DATASET_CONTEXT,
+    MLFLOW_GIT_COMMIT,
+    MLFLOW_PARENT_RUN_ID,
+    MLFLOW_RUN_NAME,
+    MLFLOW_SOURCE_NAME,
+    MLFLOW_SOURCE_TYPE,
+)
 
 _BATCH = 900  # below MLflow's 1000-entity limit per log_batch
+_PAGE = 10_000  # runs per search_runs page
+# MLflow 3 opens an experiment without this tag on its GenAI overview
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
+@contextlib.contextmanager
+def _first_use(uri: str) -> Iterator[None]:
+    """An exclusive lock beside a local SQLite store while a client creates its tables and the
+    experiment (two drivers creating one database at once break its schema migration)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class Tracker:
     """A thin wrapper over :class:`MlflowClient` bound to one experiment."""
 
     def __init__(self, uri: str, experiment: str):
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        with _first_use(uri):  # drivers sharing a SQLite file must not create it twice at once
+            self.client = MlflowClient(tracking_uri=uri)
+            exp = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+                experiment, tags=dict([EXPERIMENT_KIND]))
+            if exp is not None and exp.tags.get(EXPERIMENT_KIND[0]) is None:
+                self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
 
     def start_parent(self, stage: str, tags: Mapping[str, str]) -> str:
         run = self.client.create_run(self.experiment_id, run_name=f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -37,28 +75,43 @@ class Tracker:
                                        order_by=["attributes.start_time DESC"], max_results=1)
         return str(runs[0].info.run_id) if runs else None
 
-    def end(self, run_id: str, failed: bool = False) -> None:
+    def end(self, run_id: str, failed: bool = False, end_time: int | None = None) -> None:
         status = RunStatus.to_string(RunStatus.FAILED if failed else RunStatus.FINISHED)
-        self.client.set_terminated(run_id, status=status)
+        self.client.set_terminated(run_id, status=status, end_time=end_time)
+
+    def _search(self, filter_string: str) -> list[Any]:
+        """Every run matching ``filter_string``, page by page."""
+        runs, token = [], None
+        while True:
+            page = self.client.search_runs([self.experiment_id], filter_string,
+                                           max_results=_PAGE, page_token=token)
+            runs += list(page)
+            token = page.token
+            if not token:
+                return runs
 
     def cell_runs(self) -> dict[str, Any]:
-        """Every run that carries a cell_id tag, keyed by cell id."""
-        runs = self.client.search_runs([self.experiment_id], "tags.cell_id != ''", max_results=50000)
-        return {r.data.tags["cell_id"]: r for r in runs}
+        """Every run that carries a cell_id tag, keyed by :func:`run_key`."""
+        return {run_key(r.data.tags["cell_id"], r.data.tags.get("cell_version", "")): r
+                for r in self._search("tags.cell_id != ''")}
 
-    def cell_run(self, cell_id: str, parent_id: str | None, tags: Mapping[str, str],
-                 existing: Mapping[str, Any] | None = None) -> str:
-        """The id of the cell's run: found by tag, else created under ``parent_id``."""
-        found = existing.get(cell_id) if existing is not None else self._find(cell_id)
+    def cell_run(self, key: str, parent_id: str | None, tags: Mapping[str, str],
+                 existing: Mapping[str, Any] | None = None, start_time: int | None = None) -> str:
+        """The id of the run of ``key`` (cell_id/version): found by tag, else created."""
+        found = existing.get(key) if existing is not None else self.find(key)
         if found is not None:
             return str(found.info.run_id)
-        all_tags = {"cell_id": cell_id, MLFLOW_RUN_NAME: cell_id, **tags}
+        cell_id, _, version = key.partition("/")
+        all_tags = {"cell_id": cell_id, "cell_version": version, MLFLOW_RUN_NAME: cell_id, **tags}
         if parent_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_id
-        return str(self.client.create_run(self.experiment_id, tags=all_tags).info.run_id)
+        return str(self.client.create_run(self.experiment_id, start_time=start_time,
+                                          tags=all_tags).info.run_id)
 
-    def _find(self, cell_id: str) -> Any:
-        runs = self.client.search_runs([self.experiment_id], f"tags.cell_id = '{cell_id}'", max_results=2)
+    def find(self, key: str) -> Any:
+        """The run of ``key`` (cell_id/version), or None."""
+        cell_id, _, version = key.partition("/")
+        runs = self._search(f"tags.cell_id = '{cell_id}' and tags.cell_version = '{version}'")
         return runs[0] if runs else None
 
     def log(self, run_id: str, params: Mapping[str, Any] | None = None,
@@ -91,17 +144,37 @@ def flatten(prefix: str, obj: Any) -> dict[str, Any]:
     return {prefix: obj}
 
 
+def run_key(cell_id: str, version: str) -> str:
+    return f"{cell_id}/{version}"
+
+
+def _ms(seconds: Any) -> int | None:
+    return int(float(seconds) * 1000) if seconds not in (None, "") else None
+
+
 def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, Any],
-                history: Iterable[Mapping[str, float]], existing: Mapping[str, Any] | None = None) -> str:
+                history: Iterable[Mapping[str, float]], existing: Mapping[str, Any] | None = None,
+                source: str = "stages/train.py") -> str:
     """Log one cell (its ``cell.json`` record and per-epoch history) to its single run."""
-    cell_id = str(record["cell_id"])
-    tags = {"git_sha": str(record.get("git_sha", "")), "dataset_hash": str(record.get("dataset_hash", "")),
-            "status": str(record["status"])}
-    run_id = tracker.cell_run(cell_id, parent_id, tags, existing)
+    cell_id, version = str(record["cell_id"]), str(record.get("version", ""))
+    tags = {"git_sha": str(record.get("git_sha", "")),
+            "dataset_hash": str(record.get("dataset_hash", "")),
+            "code_fingerprint": str(record.get("code_fingerprint", {}).get("digest", "")),
+            "status": str(record["status"]), MLFLOW_GIT_COMMIT: str(record.get("git_sha", "")),
+            MLFLOW_SOURCE_NAME: source, MLFLOW_SOURCE_TYPE: "LOCAL"}
+    run_id = tracker.cell_run(run_key(cell_id, version), parent_id, tags, existing,
+                              start_time=_ms(record.get("started_at")))
     metrics = [(f"train_{k}", h[k], int(h["epoch"])) for h in history for k in ("loss", "tau_mean", "seconds") if k in h]
     metrics.append(("wall_seconds", float(record.get("wall_seconds") or 0.0), 0))
     reason = str(record.get("reason", ""))
     tags = {**tags, **({"failure_reason": reason[:5000]} if reason else {})}
     tracker.log(run_id, params=flatten("", record["config"]), metrics=metrics, tags=tags)
-    tracker.end(run_id, failed=record["status"] != "ok")
+    data = record["config"]["data"]
+    tracker.client.log_inputs(run_id, [DatasetInput(
+        Dataset(name=str(data["name"]), digest=str(record.get("dataset_hash", ""))[:36],
+                source_type="local", source=json.dumps({"prepared": f"data/datasets/{data['name']}.parquet",
+                                                        "n_train": data["n_train"],
+                                                        "n_heldout": data["n_heldout"]})),
+        [InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
+    tracker.end(run_id, failed=record["status"] != "ok", end_time=_ms(record.get("finished_at")))
     return run_id

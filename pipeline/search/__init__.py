@@ -2,6 +2,7 @@
 similarity-search cross-entropies, the population risk and the finite-k (O(1/k)) law.
 Imports only numpy, scipy and torch."""
 
+from pipeline.search.crn import RESOLVED_Z, CRNSweep, crn_gap_sweep, nested_negatives
 from pipeline.search.cross_entropy import (
     RiskEstimate,
     SearchCE,
@@ -10,9 +11,11 @@ from pipeline.search.cross_entropy import (
     similarity_search_cross_entropy,
 )
 from pipeline.search.finite_k import (
+    CRNRow,
     GapRow,
     SlopeFit,
     ce_minus_risk_table,
+    crn_table,
     fit_loglog_slope,
     k_sweep,
     prop1_window,
@@ -25,17 +28,23 @@ from pipeline.search.kernels import (
 from pipeline.search.retrieval import heldout_infonce_risk, knn_accuracy, recall_at_k
 
 __all__ = [
+    "RESOLVED_Z",
+    "CRNRow",
+    "CRNSweep",
     "GapRow",
     "RiskEstimate",
     "SearchCE",
     "SlopeFit",
     "ce_minus_risk_table",
+    "crn_gap_sweep",
+    "crn_table",
     "fit_loglog_slope",
     "heldout_infonce_risk",
     "knn_accuracy",
     "idealised_search_kernel",
     "k_sweep",
     "log_softmax_search_kernel",
+    "nested_negatives",
     "population_cross_entropy",
     "population_risk",
     "prop1_window",

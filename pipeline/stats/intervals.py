@@ -17,12 +17,12 @@ from scipy import stats as sps
 
 from pipeline.stats.column_tests import ColumnTests
 from pipeline.stats.thin_shell import thin_shell_cv
-from pipeline.stats.uncertainty import ConfidenceInterval, _check_level, bootstrap_ci, seed_ci
+from pipeline.stats.uncertainty import ConfidenceInterval, bootstrap_ci, check_level, seed_ci
 
 
 def wilson_interval(successes: int, total: int, level: float = 0.95) -> ConfidenceInterval:
     """Wilson score interval of a binomial proportion (Wilson 1927); NaN bounds when total = 0."""
-    _check_level(level)
+    check_level(level)
     if total <= 0:
         return ConfidenceInterval(float("nan"), float("nan"), float("nan"), level)
     p = successes / total
@@ -34,11 +34,14 @@ def wilson_interval(successes: int, total: int, level: float = 0.95) -> Confiden
 
 
 def summary_intervals(z: np.ndarray, tests: ColumnTests, n_boot: int, rng: np.random.Generator,
-                      level: float = 0.95) -> dict[str, ConfidenceInterval]:
+                      level: float) -> dict[str, ConfidenceInterval]:
     """Intervals of cv, ad_mean, ad_pass_frac, dp_p_mean, dp_pass_frac for one representation.
 
-    z: ``(N, d)`` embeddings in that representation; tests: its per-coordinate results.
+    z: ``(N, d)`` embeddings in that representation; tests: its per-coordinate results; level:
+    the confidence level of every interval (the stats stage passes ``report.level``; no default,
+    so no caller gets 95% by omission).
     """
+    check_level(level)
     d = tests.ad.size
     return {
         "cv": bootstrap_ci(z, thin_shell_cv, n_boot, rng, level),

@@ -19,7 +19,8 @@ class ConfidenceInterval:
     level: float = 0.95
 
 
-def _check_level(level: float) -> None:
+def check_level(level: float) -> None:
+    """Raise ValueError naming `level` unless it lies in (0, 1)."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level = {level}: confidence level must be in (0, 1)")
 
@@ -37,7 +38,7 @@ def bootstrap_ci(
     high are the (1 − level)/2 and (1 + level)/2 quantiles of n_boot resampled values
     (Efron & Tibshirani 1993, ch. 13). Non-finite resampled values are dropped.
     """
-    _check_level(level)
+    check_level(level)
     if n_boot < 1:
         raise ValueError(f"n_boot = {n_boot}: number of bootstrap resamples must be >= 1")
     if not isinstance(rng, np.random.Generator):
@@ -61,7 +62,7 @@ def seed_ci(values: np.ndarray | list[float], level: float = 0.95) -> Confidence
     values: 1-D, one value per seed. Fewer than 2 values: NaN bounds (estimate is the mean, NaN
     when empty). NaN values propagate; drop failed seeds before calling.
     """
-    _check_level(level)
+    check_level(level)
     arr = np.asarray(values, dtype=np.float64).ravel()
     n = arr.size
     if n == 0:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.datasets import DATASETS, load_dataset, make_augmenter
+from pipeline.datasets import load_dataset, make_augmenter, resolve_augment_options
 from pipeline.datasets.augment import bit_flip, image_view
 
 NO_JITTER = {"noise_std": 0.0, "dropout": 0.0, "scale_std": 0.0}
@@ -27,8 +27,8 @@ def test_views_correlation_before_jitter(name, variance):
 
 
 def test_vector_view_defaults_are_spec_section_2():
-    assert DATASETS["laplace"].augment_defaults == {"a": 0.6, **{"noise_std": 0.2, "dropout": 0.1,
-                                                                  "scale_std": 0.1}}
+    assert resolve_augment_options("laplace", None) == {"a": 0.6, "noise_std": 0.2,
+                                                        "dropout": 0.1, "scale_std": 0.1}
 
 
 def test_bit_flip_rate_and_values():
@@ -88,7 +88,7 @@ def test_image_views_are_valid_and_deterministic(name):
     assert one.shape == x.shape and one.dtype == x.dtype
     assert one.min() >= 0 and one.max() <= 1 and torch.isfinite(one).all()
     assert torch.equal(one, two) and not torch.equal(one, other)
-    assert DATASETS[name].augment_defaults["hflip"] is (name == "cifar10")  # no flips for digits
+    assert resolve_augment_options(name, None)["hflip"] is (name == "cifar10")  # no flips for digits
 
 
 def test_views_leave_the_global_rng_alone():

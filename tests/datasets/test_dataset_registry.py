@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.config.entries import validate_options
 from pipeline.datasets import (
     DATASETS,
     laplace_dataset,
@@ -20,12 +21,11 @@ GENERATED = {"laplace": {"input_dim": 5}, "gaussian_mixture": {"input_dim": 5},
 @pytest.mark.parametrize("name", sorted(DATASETS))
 def test_every_option_has_a_default_and_a_check(name):
     spec = DATASETS[name]
-    assert set(spec.defaults) == set(spec.checks)
-    assert set(spec.augment_defaults) == set(spec.augment_checks)
-    spec.validate(spec.defaults, "data.options")
-    spec.validate_augment(spec.augment_defaults, "data.augment")
-    assert resolve_dataset_options(name, None) == dict(spec.defaults)
-    assert resolve_augment_options(name, {}) == dict(spec.augment_defaults)
+    assert validate_options(spec.options, None, "data.options", name) == spec.defaults
+    assert resolve_dataset_options(name, None) == spec.defaults
+    augment = validate_options(spec.augment_options, {}, "data.augment", name, spec.augment_defaults)
+    assert resolve_augment_options(name, {}) == augment
+    assert set(spec.augment_defaults) <= set(augment)
     assert spec.kind in ("vector", "image") and spec.labels in ("none", "class", "continuous")
 
 
@@ -68,11 +68,17 @@ def test_digits_images():
 
 
 def test_option_errors_name_key_value_and_allowed():
-    with pytest.raises(ValueError, match=r"data.options.density = 1.5: must be a probability"):
-        resolve_dataset_options("sparse_binary", {"density": 1.5})
-    with pytest.raises(ValueError, match=r"cfg.data.input_dim = 0: must be an integer > 0"):
-        resolve_dataset_options("laplace", {"input_dim": 0}, "cfg.data")
-    with pytest.raises(ValueError, match=r"data.options.colour = 'red': unknown option; allowed: \["):
+    def check(name, given, where="data.options"):
+        validate_options(DATASETS[name].options, given, where, f"dataset {name!r}")
+
+    with pytest.raises(ValueError, match=r"data.options.density = 1.5: input should be less than 1"):
+        check("sparse_binary", {"density": 1.5})
+    with pytest.raises(ValueError, match=r"cfg.data.input_dim = 0: input should be greater than 0"):
+        check("laplace", {"input_dim": 0}, "cfg.data")
+    with pytest.raises(ValueError, match=r"data.options.colour = 'red': unknown option for "
+                                         r"dataset 'mnist'; allowed: \['path'\]"):
+        check("mnist", {"colour": "red"})
+    with pytest.raises(ValueError, match=r"data.options.colour = 'red': unknown option; allowed"):
         resolve_dataset_options("mnist", {"colour": "red"})
     with pytest.raises(ValueError, match=r"data.name = 'imagenet': unknown dataset; allowed: \["):
         resolve_dataset_options("imagenet", {})

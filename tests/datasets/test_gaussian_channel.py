@@ -7,7 +7,9 @@ import pytest
 import torch
 from scipy.stats import multivariate_normal
 
+from pipeline.config.entries import validate_options
 from pipeline.datasets import (
+    DATASETS,
     gaussian_channel_log_ratio,
     gaussian_channel_log_ratio_matrix,
     gaussian_channel_second_moment,
@@ -76,5 +78,6 @@ def test_channel_view_statistics_and_no_jitter():
 def test_bad_channel_correlation_is_named():
     with pytest.raises(ValueError, match=r"a_c = 1.0: .*\[0, 1\)"):
         gaussian_channel_second_moment(1.0, 3)
-    with pytest.raises(ValueError, match=r"data.augment.a = 1.0: .*\[0, 1\)"):
-        make_augmenter("gaussian_channel", {"a": 1.0})
+    spec = DATASETS["gaussian_channel"]
+    with pytest.raises(ValueError, match=r"data.augment.a = 1.0: input should be less than 1"):
+        validate_options(spec.augment_options, {"a": 1.0}, "data.augment", "gaussian_channel")

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipeline.runtime import storage
+from pipeline.runtime import store
 from tests.conftest import ROOT, venv_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
@@ -52,13 +52,27 @@ def _stage(project, name: str) -> subprocess.CompletedProcess:
     return project.run(sys.executable, "-m", f"stages.{name}")
 
 
-def _done(path: Path, cells: Path | None = None) -> set[str]:
-    cells = cells or path / "data" / "cells"
-    return {p.name for p in cells.iterdir() if storage.cell_status(cells, p.name) == "ok"} \
-        if cells.exists() else set()
+def _done(cells: Path) -> dict[str, Path]:
+    """cell_id -> the folder of its done (intact) version in a store's ``cells/``."""
+    out = {}
+    for cell in (cells.iterdir() if cells.exists() else []):
+        for version in cell.iterdir():
+            if not version.name.startswith(".") and store.inspect(version).status == "done":
+                out[cell.name] = version
+    return out
+
+
+def _leftovers(cells: Path) -> list[Path]:
+    """Staging folders (a cell being written) and anything in a version folder without a record."""
+    out = [p for p in cells.glob("*/.*")]
+    out += [v for v in cells.glob("*/*") if not v.name.startswith(".")
+            and store.inspect(v).status == "todo"]
+    return out
 
 
 def test_killed_driver_resumes_without_retraining(project, tiny_params, tmp_path_factory):
+    """Whatever number of cells finished before the SIGKILL: none is retrained, none is left
+    half-written, the embeddings equal a clean run's, and each cell has one MLflow run."""
     tiny_params["grid"]["k"] = [4, 8, 16]
     tiny_params["grid"]["tau"] = [0.5, 0.2]
     tiny_params["train"]["epochs"] = 30  # about a second per cell: the kill lands mid-grid
@@ -66,37 +80,42 @@ def test_killed_driver_resumes_without_retraining(project, tiny_params, tmp_path
     _stage(project, "resolve")
     _stage(project, "prepare")
     driver = subprocess.Popen([sys.executable, "-m", "stages.train"], cwd=project.path,
-                              env=venv_env(), start_new_session=True, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              env=venv_env(project.store), start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while len(_done(project.path)) < 2 and time.monotonic() < deadline:
+    while not _done(project.cells) and time.monotonic() < deadline:
         time.sleep(0.2)
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and everything in its process group
     driver.wait()
-    done_before = _done(project.path)  # Ray's own processes die with the driver (fate sharing):
-    stable_since = time.monotonic()    # wait until no cell finishes for 5 s
+    done_before = _done(project.cells)  # Ray's own processes die with the driver (fate sharing):
+    stable_since = time.monotonic()     # wait until no cell finishes for 5 s
     while time.monotonic() - stable_since < 5:
         time.sleep(0.5)
-        if _done(project.path) != done_before:
-            done_before, stable_since = _done(project.path), time.monotonic()
-    assert 2 <= len(done_before) < 6, "kill the driver mid-grid"
-    mtimes = {c: (project.path / "data" / "cells" / c / "embeddings.parquet").stat().st_mtime_ns
-              for c in done_before}
+        if _done(project.cells) != done_before:
+            done_before, stable_since = _done(project.cells), time.monotonic()
+    assert done_before, "at least one cell finished before the kill"
+    mtimes = {c: (f / "embeddings.parquet").stat().st_mtime_ns for c, f in done_before.items()}
     again = _stage(project, "train")
-    assert f"{len(done_before)} already done (skipped), {6 - len(done_before)} to train" in again.stdout
+    n = len(done_before)
+    assert f"{n} already done (skipped), {6 - n} to train" in again.stdout
+    done = _done(project.cells)
+    assert len(done) == 6 and not _leftovers(project.cells)  # nothing half-written is left
     for c, mtime in mtimes.items():  # finished cells were not retrained
-        assert (project.path / "data" / "cells" / c / "embeddings.parquet").stat().st_mtime_ns == mtime
-    # an uninterrupted run of the same grid elsewhere gives byte-identical embeddings
+        assert done[c] == done_before[c]
+        assert (done[c] / "embeddings.parquet").stat().st_mtime_ns == mtime
+    # an uninterrupted run of the same grid in another project and store, on this machine with
+    # the same thread count (the same kernels in the same order), gives the same bytes
     clean = tmp_path_factory.mktemp("clean")
     (clean / "params.yaml").write_text(yaml.safe_dump(tiny_params))
     for name in ("resolve", "prepare", "train"):
-        subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=clean, env=venv_env(),
-                       check=True, capture_output=True)
-    cells = sorted(p.name for p in (clean / "data" / "cells").iterdir())
-    assert len(cells) == 6 and _done(project.path) == set(cells)
-    for c in cells:
-        ours = (project.path / "data" / "cells" / c / "embeddings.parquet").read_bytes()
-        assert ours == (clean / "data" / "cells" / c / "embeddings.parquet").read_bytes(), c
+        subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=clean,
+                       env=venv_env(clean / "store"), check=True, capture_output=True)
+    reference = _done(clean / "store" / "cells")
+    assert set(reference) == set(done)
+    for c, folder in done.items():
+        assert folder.name == reference[c].name  # the same version: the same code and data
+        assert (folder / "embeddings.parquet").read_bytes() == \
+            (reference[c] / "embeddings.parquet").read_bytes(), c
     runs = _cell_runs(project.path)
     finished = runs[runs.status == "FINISHED"].groupby("tags.cell_id").size()
     assert len(finished) == 6 and (finished == 1).all()
@@ -122,6 +141,7 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
     tiny_params["compute"]["storage"] = f"file://{tmp_path / 'shared'}"
     shared = tmp_path / "shared" / "cells"
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CBENCH_STORE", str(tmp_path / "default-store"))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
     try:
         assert resolve.main([]) == 0 and prepare.main([]) == 0
@@ -132,9 +152,9 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
 
         def remove_a_worker() -> None:
             try:
-                while not _done(tmp_path, shared):
+                while not _done(shared):
                     time.sleep(0.05)
-                removed_after.append(len(_done(tmp_path, shared)))
+                removed_after.append(len(_done(shared)))
                 # killed, not drained: its running task is lost and retried on the other node
                 cluster.remove_node(workers[0], allow_graceful=False)
             except BaseException as err:  # surfaced below: a thread's exception is otherwise lost
@@ -153,8 +173,8 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
     finally:
         ray.shutdown()
         cluster.shutdown()
-    assert len(_done(tmp_path, shared)) == 6
-    assert not any((tmp_path / "data" / "cells").iterdir())  # nothing written beside the driver
+    assert len(_done(shared)) == 6 and not _leftovers(shared)
+    assert not (tmp_path / "default-store").exists()  # nothing written beside the driver
     runs = _cell_runs(tmp_path)
     finished = runs[runs.status == "FINISHED"].groupby("tags.cell_id").size()
     assert len(finished) == 6 and (finished == 1).all()
@@ -165,8 +185,9 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
     clean.mkdir()
     (clean / "params.yaml").write_text(yaml.safe_dump(local))
     for name in ("resolve", "prepare", "train"):
-        subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=clean, env=venv_env(),
-                       check=True, capture_output=True)
-    for c in _done(tmp_path, shared):
-        a = (shared / c / "embeddings.parquet").read_bytes()
-        assert a == (clean / "data" / "cells" / c / "embeddings.parquet").read_bytes(), c
+        subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=clean,
+                       env=venv_env(clean / "store"), check=True, capture_output=True)
+    reference = _done(clean / "store" / "cells")
+    for c, folder in _done(shared).items():
+        a = (folder / "embeddings.parquet").read_bytes()
+        assert a == (reference[c] / "embeddings.parquet").read_bytes(), c

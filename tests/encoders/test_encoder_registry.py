@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from pipeline.config.entries import validate_options
 from pipeline.encoders import (
     ENCODERS,
     count_parameters,
@@ -18,7 +19,9 @@ from pipeline.seeding import seeded_init
 @pytest.mark.parametrize("arch", sorted(ENCODERS))
 def test_every_option_has_a_default_and_a_check(arch):
     spec = ENCODERS[arch]
-    assert set(spec.defaults) == set(spec.checks) and set(spec.kind) <= {"vector", "image"}
+    assert set(spec.kind) <= {"vector", "image"}
+    given = {"weights": "w.pt"} if arch in ("clip", "dino") else {}
+    assert validate_options(spec.options, given, "a", arch) == {**spec.defaults, **given}
 
 
 @pytest.mark.parametrize("arch,shape", [("linear", (10,)), ("linear", (1, 8, 8)), ("mlp", (10,)),
@@ -62,14 +65,17 @@ def test_resnet18_stems():
 
 
 def test_option_and_shape_errors():
-    with pytest.raises(ValueError, match=r"arch_options.mlp.hidden = \[0\]: must be a list"):
-        resolve_encoder_options("mlp", {"hidden": [0]})
+    def check(arch, given, where=None):
+        validate_options(ENCODERS[arch].options, given, where or f"arch_options.{arch}", arch)
+
+    with pytest.raises(ValueError, match=r"arch_options.mlp.hidden\[0\] = 0: input should be greater"):
+        check("mlp", {"hidden": [0]})
     with pytest.raises(ValueError, match=r"grid.x.depth = 3: unknown option; allowed: \["):
         resolve_encoder_options("linear", {"depth": 3}, "grid.x")
-    with pytest.raises(ValueError, match=r"arch_options.clip.weights = None: a path to a local file"):
-        resolve_encoder_options("clip", {})
-    with pytest.raises(ValueError, match=r"arch_options.dino.head = 'mlp': allowed: \['linear', 'none'\]"):
-        resolve_encoder_options("dino", {"weights": "w.pt", "head": "mlp"})
+    with pytest.raises(ValueError, match=r"arch_options.clip.weights = None: a path to a local weights"):
+        check("clip", {})
+    with pytest.raises(ValueError, match=r"arch_options.dino.head = 'mlp': input should be 'linear' or 'none'"):
+        check("dino", {"weights": "w.pt", "head": "mlp"})
     with pytest.raises(ValueError, match=r"input_shape = \(8,\): resnet18 takes image inputs"):
         make_encoder("resnet18", (8,), 4, {})
     with pytest.raises(ValueError, match=r"grid.arch = 'vgg': unknown architecture; allowed: \["):

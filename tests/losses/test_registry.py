@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from pipeline.config.entries import validate_options
 from pipeline.losses import LOSSES, LossBatch, infonce, nt_xent, resolve_options, supcon, xclr
 from pipeline.losses.synco import synco_loss, synthetic_negatives
 
@@ -61,6 +62,8 @@ def test_every_loss_runs_and_backpropagates(name):
 
 
 def test_adapters_compute_the_documented_quantities():
+    # `==` where the adapter calls the same loss function on the same tensors (the torch.cat of
+    # supcon's two views included): the same operations in the same order, in one process
     b = _batch()
     assert (
         LOSSES["infonce"].fn(b, 0.2, {}).item()
@@ -92,49 +95,39 @@ def test_synco_adapter_queue_substitute_and_warmup():
     assert LOSSES["synco"].fn(b, 0.2, opts).item() == pytest.approx(want.item(), rel=1e-12)
     queue = torch.randn(16, 5, dtype=torch.float64)
     warm = LossBatch(b.anchor, b.positive, b.negatives, queue=queue, step=3)
-    no_syn = synco_loss(b.anchor, b.positive, queue, None, 0.2)
+    no_syn = synco_loss(b.anchor, b.positive, queue, None, 0.2)  # warm-up: the same call
     assert LOSSES["synco"].fn(warm, 0.2, {**opts, "warmup_steps": 5}).item() == no_syn.item()
 
 
 @pytest.mark.parametrize(
     ("name", "given", "message"),
     [
-        ("bogus", {}, "loss_options: unknown loss 'bogus'"),
         ("weince", {"gamma": 1}, "loss_options.weince.gamma = 1: unknown option for loss 'weince'"),
-        (
-            "infonce",
-            {"eps": 1},
-            "loss_options.infonce.eps = 1: unknown option for loss 'infonce'; allowed: none",
-        ),
-        ("weince", {"beta": "x"}, "loss_options.weince.beta = 'x': allowed fixed | fitted"),
-        (
-            "weince",
-            {"rho_quantile": 1.5},
-            r"loss_options.weince.rho_quantile = 1.5: must be a number >= 0.0 and <= 1.0",
-        ),
-        ("weince", {"kappa_rho": 0}, "loss_options.weince.kappa_rho = 0: must be a number > 0.0"),
-        ("synco", {"n_mixup": -1}, "loss_options.synco.n_mixup = -1: must be an integer >= 0"),
-        ("synco", {"hardest": 2.5}, "loss_options.synco.hardest = 2.5: must be an integer >= 1"),
-        ("synco", {"beta_max": 0.5}, "loss_options.synco.beta_max = 0.5: must be a number >= 1.0"),
-        (
-            "synco",
-            {"queue_size": -8},
-            "loss_options.synco.queue_size = -8: must be an integer >= 0",
-        ),
-        (
-            "synco",
-            {"momentum": 1.5},
-            r"loss_options.synco.momentum = 1.5: must be a number >= 0.0 and <= 1.0",
-        ),
-        ("soft_supcon", {"eps": 0}, "loss_options.soft_supcon.eps = 0: must be a number > 0.0"),
-        ("y_aware", {"sigma": True}, "loss_options.y_aware.sigma = True: must be a number > 0.0"),
-        ("xclr", {"tau_s": "a"}, "loss_options.xclr.tau_s = 'a': must be a number > 0.0"),
+        ("infonce", {"eps": 1},
+         r"loss_options.infonce.eps = 1: unknown option for loss 'infonce'; allowed: none"),
+        ("weince", {"beta": "x"}, "loss_options.weince.beta = 'x': input should be 'fixed' or 'fitted'"),
+        ("weince", {"rho_quantile": 1.5},
+         "loss_options.weince.rho_quantile = 1.5: input should be less than or equal to 1"),
+        ("weince", {"kappa_rho": 0}, "loss_options.weince.kappa_rho = 0: input should be greater than 0"),
+        ("synco", {"n_mixup": -1}, "loss_options.synco.n_mixup = -1: input should be greater than or equal to 0"),
+        ("synco", {"hardest": 2.5}, "loss_options.synco.hardest = 2.5: input should be a valid integer"),
+        ("synco", {"beta_max": 0.5}, "loss_options.synco.beta_max = 0.5: input should be greater than or equal to 1"),
+        ("synco", {"queue_size": -8}, "loss_options.synco.queue_size = -8: input should be greater than or equal to 0"),
+        ("synco", {"momentum": 1.5}, "loss_options.synco.momentum = 1.5: input should be less than or equal to 1"),
+        ("soft_supcon", {"eps": 0}, "loss_options.soft_supcon.eps = 0: input should be greater than 0"),
+        ("y_aware", {"sigma": True}, "loss_options.y_aware.sigma = True: input should be a valid number"),
+        ("xclr", {"tau_s": "a"}, "loss_options.xclr.tau_s = 'a': input should be a valid number"),
     ],
 )
-def test_resolve_options_rejects_with_message(name, given, message):
-    where = "loss_options" if name == "bogus" else f"loss_options.{name}"
+def test_options_are_validated_with_the_key(name, given, message):
+    """One validation path: each loss's options dataclass, through the params schema."""
     with pytest.raises(ValueError, match=message):
-        resolve_options(name, given, where)
+        validate_options(LOSSES[name].options, given, f"loss_options.{name}", f"loss {name!r}")
+
+
+def test_unknown_loss_is_named():
+    with pytest.raises(ValueError, match="loss_options: unknown loss 'bogus'"):
+        resolve_options("bogus", {}, "loss_options")
 
 
 def test_resolve_options_fills_defaults():

@@ -5,12 +5,14 @@ import math
 import pytest
 import torch
 
+from pipeline.config.entries import validate_options
 from pipeline.losses import (
     SCHEDULES,
     LearnableTemperature,
     resolve_schedule_options,
     temperature_at,
 )
+from pipeline.options import defaults
 
 
 def _opts(name, **given):
@@ -57,8 +59,9 @@ def test_learnable_temperature_is_clip_style():
 
 
 def test_every_schedule_resolves_with_defaults():
-    for name in SCHEDULES:
-        assert _opts(name) == SCHEDULES[name]
+    for name, spec in SCHEDULES.items():
+        assert _opts(name) == defaults(spec.options)
+        assert spec.target in _opts(name)
 
 
 @pytest.mark.parametrize(
@@ -70,8 +73,8 @@ def test_every_schedule_resolves_with_defaults():
             {"tau0": 1},
             "temperature.linear.tau0 = 1: unknown option for schedule 'linear'",
         ),
-        ("constant", {"tau": -0.1}, "temperature.constant.tau = -0.1: must be a number > 0"),
-        ("cosine", {"tau_end": "x"}, "temperature.cosine.tau_end = 'x': must be a number > 0"),
+        ("constant", {"tau": -0.1}, "temperature.constant.tau = -0.1: input should be greater than 0"),
+        ("cosine", {"tau_end": "x"}, "temperature.cosine.tau_end = 'x': input should be a valid number"),
         (
             "log_anneal",
             {"tau_min": 2.0},
@@ -87,7 +90,9 @@ def test_every_schedule_resolves_with_defaults():
 def test_bad_options_fail_with_the_key(name, given, message):
     where = "temperature" if name == "warm" else f"temperature.{name}"
     with pytest.raises(ValueError, match=message):
-        resolve_schedule_options(name, given, where)
+        if name not in SCHEDULES:
+            resolve_schedule_options(name, given, where)
+        validate_options(SCHEDULES[name].options, given, where, f"schedule {name!r}")
 
 
 def test_bad_step():

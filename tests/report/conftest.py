@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -29,3 +33,17 @@ def board() -> pd.DataFrame:
                  "wall_seconds": 0.5, "git_sha": "abc1234", "params_hash": "p1",
                  "dataset_hash": "d1", "hardware": "cpu"})
     return pd.DataFrame(rows).sample(frac=1.0, random_state=3).reset_index(drop=True)
+
+
+@pytest.fixture
+def report_cfg():
+    """``report:`` of the repo's params.yaml as a ReportConfig; call with overrides."""
+    from pipeline.config import ReportConfig, read_yaml
+
+    base = read_yaml(ROOT / "params.yaml")["report"]
+
+    def make(**overrides) -> ReportConfig:
+        return ReportConfig.model_validate(base | overrides)
+
+    return make
+

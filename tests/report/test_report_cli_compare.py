@@ -1,15 +1,20 @@
-"""`cbench compare A B`: side-by-side output and exit codes."""
+"""`cbench compare A B`: reads the per-cell table (reports/cells.csv by default), prints the
+side-by-side and pooled tables, exit codes."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
-from pipeline.report.cli_compare import compare_main
+from pipeline.cli import main
+from pipeline.cli_compare import compare_main
+from tests.report.synthetic import ROOT
 
 
 @pytest.fixture
 def csv(board, tmp_path):
-    path = tmp_path / "leaderboard.csv"
+    path = tmp_path / "cells.csv"  # the per-cell table, as the report stage names it
     board.to_csv(path, index=False)
     return path
 
@@ -18,13 +23,38 @@ def test_side_by_side(csv, capsys):
     assert compare_main(["infonce", "dcl", "--csv", str(csv), "--metrics", "recall_at_1"]) == 0
     out = capsys.readouterr().out
     assert "infonce vs dcl (loss)" in out and "fixed: tau=0.1 arch=linear" in out
+    assert "95% t-interval" in out
     lines = out.splitlines()
-    k4 = next(line for line in lines if line.strip().startswith("k=4"))
-    # infonce 7/3 ± 3.79, dcl 2.4 ± 3.8, difference 0.067 ± 0.12, p = 0.1344
-    assert "2.3 ± 3.8" in k4 and "2.4 ± 3.8" in k4 and "0.07 ± 0.12" in k4 and "0.1345" in k4
+    k4 = next(line for line in lines if line.startswith("| k=4"))
+    # R@1 in %: infonce 233 ± 379, dcl 240 ± 380, difference 6.7 ± 11.7, p = 0.1344
+    assert "230 ± 380" in k4 and "240 ± 380" in k4 and "7 ± 12" in k4 and "0.1345" in k4
+    assert "R@1 (%) ↑" in k4
     assert "pooled over all matched settings" in out
-    pooled = lines[-1].split()
-    assert pooled[:2] == ["recall_at_1", "6"]
+    pooled = [c.strip() for c in lines[-1].strip("|").split("|")]
+    assert pooled[:2] == ["R@1 (%) ↑", "6"]
+
+
+def test_reads_cells_csv_by_default(board, tmp_path, monkeypatch, capsys):
+    (tmp_path / "reports").mkdir()
+    board.to_csv(tmp_path / "reports" / "cells.csv", index=False)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", "infonce", "dcl"]) == 0
+    out = capsys.readouterr().out
+    assert "from reports/cells.csv" in out and "| k=4" in out
+    assert "R@1 (%) ↑" in out and "CV" in out  # report.columns present in the table
+
+
+def test_the_seed_averaged_table_is_refused(board, tmp_path, capsys):
+    path = tmp_path / "leaderboard.csv"
+    board.drop(columns="seed").to_csv(path, index=False)
+    assert compare_main(["infonce", "dcl", "--csv", str(path)]) == 2
+    assert "no 'seed' column; compare reads the per-cell table" in capsys.readouterr().err
+
+
+def test_level_follows_params_or_flag(csv, capsys):
+    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--level", "0.9"]) == 0
+    assert "90% t-interval" in capsys.readouterr().out
 
 
 def test_unknown_variant_exit_2(csv, capsys):
@@ -41,6 +71,8 @@ def test_usage_errors(csv, tmp_path, capsys):
     assert "allowed: loss, k, tau, arch" in capsys.readouterr().err
     assert compare_main(["infonce", "dcl", "--csv", str(csv), "--metrics", "nope"]) == 2
     assert "metrics: unknown column 'nope'" in capsys.readouterr().err
+    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--params", "nope.yaml"]) == 2
+    assert "--params nope.yaml: no such file" in capsys.readouterr().err
     assert compare_main(["infonce"]) == 2  # argparse: B missing
     assert compare_main(["--help"]) == 0
 

@@ -42,7 +42,7 @@ def test_metric_vs_with_control_and_facets(grid_board, tmp_path):
 
 
 def test_metric_vs_unknown_axis(grid_board, tmp_path):
-    with pytest.raises(ValueError, match="axis = 'batch_size': allowed: n, embed_dim"):
+    with pytest.raises(ValueError, match="axis = 'batch_size': allowed: k, n, embed_dim"):
         figures.metric_vs(grid_board, tmp_path / "x", axis="batch_size")
 
 
@@ -99,3 +99,37 @@ def test_svg_is_reproducible(board, tmp_path):
     a = figures.variant_comparison(table, tmp_path / "a", "recall_at_1")[1].read_text()
     b = figures.variant_comparison(table, tmp_path / "b", "recall_at_1")[1].read_text()
     assert a == b
+
+
+@pytest.mark.parametrize("profile", [None, "grid-1000.yaml"])
+def test_plan_is_bounded_whatever_the_grid_size(profile, tmp_path):
+    """The same figures for 36 or 1000 cells, each with at most MAX_LINES series."""
+    from pipeline.config import load
+    from pipeline.report.board import make_board
+    from tests.report.synthetic import ROOT, synthetic_cells
+
+    params = load(ROOT / "params.yaml", ROOT / "profiles" / profile if profile else None)
+    cells = synthetic_cells(params)
+    b = make_board(cells, params.report)
+    best = b.table.iloc[list(b.sections[0].rows)]
+    specs = figures.plan(cells, pd.DataFrame(columns=["epoch"]), pd.DataFrame(), best,
+                         "recall_at_1", 0.95)
+    names = [s.name for s in specs]
+    assert len(names) <= 8 and "recall_vs_k" in names and "variant_recall_at_1" in names
+    for spec in specs:
+        if spec.kind == "metric_vs":
+            lines = int(np.prod([cells[h].nunique() for h in spec.options["hue"]] or [1]))
+            lines *= 2 if spec.options.get("control") else 1
+            assert lines <= figures.MAX_LINES, (spec.name, spec.options["hue"])
+        if spec.kind == "variant_comparison":
+            assert len(spec.data) == cells.loss.nunique()  # one bar per loss
+    spec = next(s for s in specs if s.name == "recall_vs_k")
+    paths = figures.draw(spec, tmp_path)
+    assert paths[0].stat().st_size > 1000
+
+
+def test_hue_axes_stop_at_the_limit(board):
+    cells = board.assign(embed_dim=board.seed * 8 + 8)  # 3 values
+    assert figures.hue_axes(cells, ("loss", "k", "embed_dim"), 8) == ("loss", "k")  # 3·2 = 6
+    assert figures.hue_axes(cells, ("loss", "k", "embed_dim"), 2) == ("loss",)  # the first always
+    assert figures.hue_axes(cells, ("tau", "arch")) == ()  # nothing varies

@@ -1,36 +1,41 @@
-"""Markdown, LaTeX and HTML renderings of an aggregate table: formats, balance, parseability."""
+"""The formatter and the writers: Markdown, LaTeX and HTML of one board; the registry drives
+every writer (a metric added to it appears in md, tex, html and csv)."""
 
 from __future__ import annotations
 
+import io
 import re
 from html.parser import HTMLParser
 
 import pandas as pd
 import pytest
 
-from pipeline.report.compare import compare_to_baseline, mark_significant
+from pipeline.metrics import METRICS, Metric, lookup
+from pipeline.report.board import csv_table, make_board
+from pipeline.report.compare import compare_to_baseline
 from pipeline.report.html import to_html
-from pipeline.report.latex import escape, to_latex
-from pipeline.report.publish import write_tables
-from pipeline.report.render import failure_notes, fmt_interval, to_csv, to_markdown
-from pipeline.report.tables import aggregate
-
-GROUPS = ["loss", "k", "tau", "arch"]
+from pipeline.report.latex import PACKAGES, escape, to_latex
+from pipeline.report.markdown import cells_table, table, to_markdown
+from pipeline.report.render import fmt_delta, fmt_interval, fmt_value, pct
 
 
 @pytest.fixture
-def table(board) -> pd.DataFrame:
+def board_obj(board, report_cfg):
     shifted = board.copy()
     dcl16 = (shifted.loss == "dcl") & (shifted.k == 16)
     shifted.loc[dcl16, "recall_at_1"] += [0.10, 0.11, 0.12]
-    cmp = compare_to_baseline(shifted, "infonce", pair_on=GROUPS[1:], metrics=["recall_at_1"])
-    return mark_significant(aggregate(shifted, GROUPS, ["recall_at_1", "risk_keval", "cv"]), cmp)
+    cmp = compare_to_baseline(shifted, "infonce", pair_on=["k", "tau", "arch"],
+                              metrics=["recall_at_1"])
+    return make_board(shifted, report_cfg(columns=["recall_at_1", "risk_keval", "cv"]),
+                      "laplace", comparison=cmp)
 
 
 @pytest.mark.parametrize(("args", "text"), [
     ((7 / 3, 7 / 3 - 3.7945830, 7 / 3 + 3.7945830), "2.3 ± 3.8"),
     ((0.21, 0.21 - 0.0248418, 0.21 + 0.0248418), "0.210 ± 0.025"),
     ((0.5, 0.4, 0.6), "0.50 ± 0.10"),
+    ((-0.5, -0.6, -0.4), "−0.50 ± 0.10"),
+    ((1234.0, 1100.0, 1368.0), "1230 ± 130"),
     ((0.4321, float("nan"), float("nan")), "0.4321"),
     ((float("nan"), float("nan"), float("nan")), "–"),
     ((1.0, 1.0, 1.0), "1 ± 0"),
@@ -39,50 +44,76 @@ def test_interval_format(args, text):
     assert fmt_interval(*args) == text
 
 
-def test_markdown(table):
-    md = to_markdown(table)
-    lines = md.splitlines()
-    header = lines[0]
-    assert header.startswith("| loss | k | tau | arch | n_seeds | failed | recall_at_1 |")
-    body = [line for line in lines[2:] if line.startswith("|")]
-    assert len(body) == len(table)
-    assert all(line.count("|") == header.count("|") for line in body)
-    assert "| infonce | 4 | 0.1 | linear | 3 | 0 | 2.3 ± 3.8 | 2 |" in md
-    assert re.search(r"\| dcl \| 16 \|[^\n]*± [0-9.]+† \|", md)  # the significant cell
-    assert "| weince | 4 | 0.1 | linear | 0 | 1 | – | – |" in md
-    assert "†: paired t-test" in md and "95% Student-t interval" in md
+def test_metric_formats_and_deltas():
+    r1, cv = lookup("recall_at_1"), lookup("cv")
+    assert fmt_interval(0.4412, metric=r1) == "44.1"
+    assert fmt_interval(0.44, 0.43, 0.45, r1) == "44.0 ± 1.0"
+    assert fmt_interval(-3.1357, metric=lookup("risk_keval")) == "−3.136"
+    assert fmt_delta(cv, -0.02127, "0.211") == "−0.021" and fmt_delta(cv, -1e-5, "0.211") == "0.000"
+    assert fmt_delta(lookup("ad_pass_frac"), 0.0625, "94") == "+6"
+    assert fmt_value(3.0) == "3" and fmt_value(-0.25) == "−0.25" and fmt_value("") == "–"
+    assert pct(0.95) == "95%" and pct(0.995) == "99.5%" and pct(0.9) == "90%"
 
 
-def test_markdown_columns_and_unknown(table):
-    md = to_markdown(table, columns=["loss", "recall_at_1", "git_sha"], notes=[])
-    assert md.splitlines()[0] == "| loss | recall_at_1 | git_sha |"
-    with pytest.raises(ValueError, match="columns: unknown column 'recal'; allowed: recall_at_1"):
-        to_markdown(table, columns=["recal"])
+def test_markdown_table_writer():
+    text = table(["a", "bb"], [["x", "1"], ["y|z", "10"]], ["l", "r"])
+    assert text.splitlines() == ["| a    |  bb |", "|:-----|----:|", "| x    |   1 |",
+                                 "| y\\|z |  10 |"]
 
 
-def test_latex_balanced_booktabs(table):
-    tex = to_latex(table, "Leaderboard: recall_at_1 & 95% CI", "tab:leaderboard")
-    assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
-    assert tex.count(r"\begin{table}") == tex.count(r"\end{table}") == 1
-    for rule in (r"\toprule", r"\midrule", r"\bottomrule"):
-        assert tex.count(rule) == 1
-    body = tex[tex.index(r"\begin{tabular}"):tex.index(r"\end{tabular}")]
+def _rows(md: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in md.splitlines() if line.startswith("|") and not line.startswith("|:")
+            and not line.startswith("|-")]
+
+
+def test_markdown_board(board_obj):
+    md = to_markdown(board_obj)
+    rows = _rows(md)
+    assert rows[0] == ["#", "loss", "k", "R@1 (%) ↑", "Risk (nats) ↓", "CV"]
+    assert len(rows) == 1 + len(board_obj.table)
+    assert all(len(r) == len(rows[0]) for r in rows)
+    assert rows[1][:3] == ["1", "dcl", "4"] and rows[1][3] == "**240 ± 380**"
+    dcl16 = next(r for r in rows if r[1:3] == ["dcl", "16"])
+    assert "†" in dcl16[3]  # differs from infonce at k = 16
+    assert next(r for r in rows if r[1] == "weince") == ["–‡", "weince", "4", "–", "–", "–"]
+    assert "laplace data" in md and "Provenance: git abc1234" in md and "3 seeds" in md
+
+
+def test_cells_table(board):
+    md = cells_table(board, ["loss", "k", "seed", "recall_at_1", "cv", "nope"])
+    rows = _rows(md)
+    assert rows[0] == ["loss", "k", "seed", "R@1 (%) ↑", "CV"]
+    assert len(rows) == 1 + len(board)
+    assert "Failed cells:" in md and "`wei04s0`: train: NaN loss" in md
+
+
+def test_latex_balanced_booktabs(board_obj):
+    tex = to_latex(board_obj, "tab:leaderboard")
+    assert tex.startswith("% contrastive-bench leaderboard: needs \\usepackage{booktabs}, "
+                          "\\usepackage{graphicx}")
+    assert PACKAGES == ("booktabs", "graphicx")
+    body = tex[tex.index(r"\begin{tabular}{"):tex.rindex(r"\end{tabular}")]
     spec = re.match(r"\\begin\{tabular\}\{([lcr]+)\}", body).group(1)
-    rows = [line for line in body.splitlines() if line.endswith(r"\\")]
-    assert len(rows) == len(table) + 1  # header + one per row
+    assert spec == "rlrrrr"
+    for rule in (r"\toprule", r"\bottomrule"):
+        assert tex.count(rule) == 1
+    rows = [line for line in body.splitlines() if line.endswith(r"\\") and "&" in line]
+    assert len(rows) == 2 + len(board_obj.table)  # two header lines, one per row
     for line in rows:
-        assert len(re.findall(r"(?<!\\)&", line)) == len(spec) - 1
-    assert r"recall\_at\_1" in tex and "recall_at_1" not in tex.replace(r"\_", "")
-    assert r"\caption{Leaderboard: recall\_at\_1 \& 95\% CI}" in tex
-    assert r"$\pm$" in tex and r"$^{\dagger}$" in tex
-    assert tex.count("{") == tex.count("}")
+        outer = re.sub(r"\\begin\{tabular\}.*?\\end\{tabular\}", "X", line)
+        assert len(re.findall(r"(?<!\\)&", outer)) == len(spec) - 1
+    assert r"\textbf{240}" in tex and r"$\pm$380" in tex and r"$^{\dagger}$" in tex
+    assert r"\label{tab:leaderboard}" in tex and tex.count("{") == tex.count("}")
+    assert not re.search(r"[^\x00-\x7f]", tex.split("\n", 2)[2])  # pdflatex-safe body
 
 
-def test_latex_escape_and_label():
+def test_latex_escape_and_label(board_obj):
     assert escape("a_b & 50% #1 $x$ {y} ~^\\") == (
         r"a\_b \& 50\% \#1 \$x\$ \{y\} \textasciitilde{}\textasciicircum{}\textbackslash{}")
+    assert escape("τ ≥ 0.5 ↑ Δ −1° é") == r"$\tau$ $\geq$ 0.5 $\uparrow$ $\Delta$ $-$1$^{\circ}$ e"
     with pytest.raises(ValueError, match="label = 'my label'"):
-        to_latex(pd.DataFrame({"x_mean": [1.0], "x_lo": [0.0], "x_hi": [2.0]}), "c", "my label")
+        to_latex(board_obj, "my label")
 
 
 class _Collector(HTMLParser):
@@ -92,7 +123,7 @@ class _Collector(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
-        if tag not in ("meta", "input", "br"):
+        if tag not in ("meta", "input", "br", "img"):
             self.stack.append(tag)
         if tag == "tr":
             self.rows.append([])
@@ -102,47 +133,51 @@ class _Collector(HTMLParser):
         self.stack.pop()
 
     def handle_data(self, data):
-        if self.stack and self.stack[-1] in ("td", "button") and self.rows:
+        if self.stack and self.stack[-1] in ("td", "span") and self.rows:
             self.rows[-1].append(data)
 
 
-def test_html_parses_and_is_self_contained(table):
-    page = to_html(table, "Leaderboard <test>", ["note with <b>markup</b> & ampersand"])
+def test_html_parses_and_is_self_contained(board_obj):
+    png = b"\x89PNG\r\n\x1a\nfake"
+    page = to_html(board_obj, [("a <figure>", png)])
     parser = _Collector()
     parser.feed(page)
     parser.close()
     assert parser.stack == []  # every element closed
-    body_rows = parser.rows[1:]
-    assert len(body_rows) == len(table)
-    first_cells = [r[0] for r in body_rows]
-    assert first_cells == list(table.loss)
-    assert "http" not in page.lower() and "//" not in re.sub(r"<script>.*</script>", "", page,
-                                                            flags=re.S)
-    assert not any(t in ("link", "img", "iframe") for t, _ in parser.tags)
-    assert not any("src" in a or "href" in a for _, a in parser.tags)
-    assert "Leaderboard &lt;test&gt;" in page and "&lt;b&gt;markup&lt;/b&gt; &amp;" in page
-    heads = [a for t, a in parser.tags if t == "th"]
-    assert [h["data-key"] for h in heads][:7] == [*GROUPS, "n_seeds", "failed", "recall_at_1"]
-    types = {h["data-key"]: h["data-type"] for h in heads}
-    assert types["recall_at_1"] == "num" and types["loss"] == "text" and types["k"] == "num"
+    mains = [a for t, a in parser.tags if t == "tr" and a.get("class") == "main"]
+    assert len(mains) == len(board_obj.table)
+    assert "http" not in page.lower()
+    srcs = [a["src"] for t, a in parser.tags if "src" in a]
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert not any(t in ("link", "iframe") or "href" in a for t, a in parser.tags)
+    assert "a &lt;figure&gt;" in page
+    heads = {a["data-key"]: a for t, a in parser.tags if t == "th" and "data-key" in a}
+    assert list(heads)[:3] == ["rank", "loss", "k"]
+    assert heads["recall_at_1"]["title"] == lookup("recall_at_1").tooltip  # from the registry
+    assert heads["recall_at_1"]["aria-sort"] == "descending"  # sorted by the primary
+    assert heads["recall_at_1"]["data-type"] == "num" and heads["loss"]["data-type"] == "text"
+    best = [a for t, a in parser.tags if t == "td" and "best" in a.get("class", "")]
+    assert len(best) == 2  # R@1 and risk: the dcl k=4 row
+    assert page.count('class="detail" hidden') == len(board_obj.table)
+    assert "laplace data" in page and "abc1234" in page
 
 
-def test_html_sort_keys_are_means(table):
-    page = to_html(table, "t")
-    assert f'data-v="{float(table.recall_at_1_mean.iloc[0])!r}"' in page
-
-
-def test_failure_notes(board):
-    assert failure_notes(board) == ["failed wei04s0: train: NaN loss"]
-    assert failure_notes(board.drop(columns="status")) == []
-
-
-def test_csv_roundtrip(table):
-    back = pd.read_csv(__import__("io").StringIO(to_csv(table)))
-    assert list(back.columns) == list(table.columns) and len(back) == len(table)
-
-
-def test_write_tables(table, tmp_path):
-    paths = write_tables(table, tmp_path / "out" / "leaderboard", "Leaderboard", "tab:lb")
-    assert [p.suffix for p in paths] == [".md", ".tex", ".csv", ".html"]
-    assert all(p.stat().st_size > 0 for p in paths)
+def test_registry_drives_every_writer(board, report_cfg, monkeypatch):
+    """A metric added to the registry (and named in report.columns) shows in md, tex, html and
+    csv with its label, unit, direction and tooltip; nothing else has to name it."""
+    monkeypatch.setitem(METRICS, "toy_score", Metric(
+        "toy_score", "Toy", "A toy score for this test", "higher", ".2f", "%", "this test"))
+    cells = board.assign(toy_score=[0.1 * (i % 4) for i in range(len(board))])
+    b = make_board(cells, report_cfg(columns=["recall_at_1", "toy_score"]))
+    assert [m.name for m in b.columns] == ["recall_at_1", "toy_score"]
+    md, tex, page = to_markdown(b), to_latex(b), to_html(b)
+    assert "Toy (%) ↑" in md and r"Toy & " in tex.replace(r"R@1 & Toy", "Toy & ")
+    assert r"(\%) $\uparrow$" in tex
+    assert 'title="A toy score for this test. Higher is better. Source: this test."' in page
+    assert ">Toy (%) ↑<" in page
+    csv = pd.read_csv(io.StringIO(csv_table(b).to_csv(index=False)))
+    assert {"toy_score_mean", "toy_score_lo", "toy_score_hi", "toy_score_rank",
+            "toy_score_best"} <= set(csv.columns)
+    assert csv.toy_score_best.sum() >= 1
+    top = b.table.toy_score_mean.max()
+    assert b.table.loc[b.table.toy_score_best, "toy_score_mean"].eq(top).all()

@@ -1,4 +1,5 @@
-"""aggregate(): t-intervals, ranks, counts and provenance on a fixed board, checked by hand."""
+"""aggregate(): t-intervals (pipeline.stats.seed_ci), ranks from the registry, counts,
+provenance and the best/tied marks, on a fixed board checked by hand and against SciPy."""
 
 from __future__ import annotations
 
@@ -7,29 +8,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
-from pipeline.report.tables import aggregate, direction, rank, t_interval
+from pipeline.metrics import lookup
+from pipeline.report.tables import aggregate, metrics_in, rank, tied_with_best
 
 # seeds of (infonce, k=4): 1, 2, 4.  mean = 7/3 = 2.333333...
 # s² = ((1−7/3)² + (2−7/3)² + (4−7/3)²)/2 = (16/9 + 1/9 + 25/9)/2 = 7/3, s = 1.5275252
 # t_{0.975, 2} = 4.3026527 (tables), half = 4.3026527 · 1.5275252/√3 = 3.7945830
 HALF = 3.7945830
-
-
-def test_t_interval_by_hand():
-    mean, lo, hi = t_interval([1.0, 2.0, 4.0])
-    assert mean == pytest.approx(7 / 3)
-    assert (hi - lo) / 2 == pytest.approx(HALF, rel=1e-6)
-    assert lo == pytest.approx(7 / 3 - HALF, rel=1e-6)
-
-
-def test_t_interval_level_and_small_samples():
-    # 90%: t_{0.95, 2} = 2.9199856; half = 2.9199856 · 1.5275252/√3 = 2.5751852
-    _, lo, hi = t_interval([1.0, 2.0, 4.0], level=0.90)
-    assert (hi - lo) / 2 == pytest.approx(2.5751852, rel=1e-6)
-    mean, lo, hi = t_interval([3.0, np.nan])
-    assert mean == 3.0 and math.isnan(lo) and math.isnan(hi)
-    assert all(math.isnan(v) for v in t_interval([np.nan]))
 
 
 def test_aggregate_means_intervals_counts(board):
@@ -44,6 +31,15 @@ def test_aggregate_means_intervals_counts(board):
     assert row.cv_hi - row.cv_mean == pytest.approx(4.3026527 * 0.01 / math.sqrt(3), rel=1e-6)
     failed = t[t.loss == "weince"].iloc[0]
     assert failed.n_seeds == 0 and failed.failed == 1 and math.isnan(failed.recall_at_1_mean)
+
+
+@pytest.mark.parametrize("level", [0.9, 0.99])
+def test_interval_width_follows_the_level(board, level):
+    t = aggregate(board, ["loss", "k"], ["recall_at_1"], level)
+    row = t[(t.loss == "infonce") & (t.k == 4)].iloc[0]
+    half = sps.t.ppf((1 + level) / 2, 2) * math.sqrt(7 / 3) / math.sqrt(3)
+    assert (row.recall_at_1_hi - row.recall_at_1_lo) / 2 == pytest.approx(half, rel=1e-9)
+    assert t.attrs["level"] == level
 
 
 def test_one_seed_gives_nan_bounds(board):
@@ -62,20 +58,14 @@ def test_ranks_with_ties_and_direction(board):
     assert math.isnan(by["weince", 4].recall_at_1_rank)
     # risk = −recall, lower is better: the same order
     assert by["dcl", 4].risk_keval_rank == 1 and by["infonce", 16].risk_keval_rank == 3
-    assert "cv_rank" not in t  # distribution statistics are not ranked
+    assert "cv_rank" not in t  # distribution statistics are not ranked (registry: neither)
 
 
 def test_rank_competition_convention():
     s = pd.Series([0.5, 0.7, 0.7, 0.2, np.nan])
-    assert list(rank(s, True)[:4]) == [3, 1, 1, 4] and math.isnan(rank(s, True)[4])
-    assert list(rank(s, False)[:4]) == [2, 3, 3, 1]
-
-
-def test_direction_prefixes():
-    assert direction("recall_at_5") is True and direction("risk_keval") is False
-    assert direction("norm_uniform") is False and direction("proj_eff_rank") is True
-    assert direction("control_recall_at_1") is None and direction("ad_pass_frac") is None
-    assert direction("cv", {"cv": False}) is False
+    up, down = rank(s, lookup("recall_at_1")), rank(s, lookup("risk_keval"))
+    assert list(up[:4]) == [3, 1, 1, 4] and math.isnan(up[4])
+    assert list(down[:4]) == [2, 3, 3, 1]
 
 
 def test_provenance_columns(board):
@@ -87,16 +77,18 @@ def test_provenance_columns(board):
     assert t[t.loss == "weince"].iloc[0].cell_ids == "wei04s0"  # failed cells stay traceable
 
 
-def test_missing_optional_columns(board):
-    slim = board.drop(columns=["params_hash", "dataset_hash", "hardware", "status"])
-    t = aggregate(slim, ["loss"], ["recall_at_1"])
-    assert (t.params_hash == "").all() and (t.failed == 0).all()
+def test_changed_counts(board):
+    cells = board.assign(changed_cv=pd.array([True, False] * 6 + [pd.NA], dtype="boolean"))
+    t = aggregate(cells, ["loss"], ["cv"])
+    total = t.changed_cv_n.sum(), t.changed_cv_of.sum()
+    ok = cells[cells.status == "ok"].changed_cv.dropna()
+    assert total == (int(ok.sum()), len(ok))
 
 
-def test_defaults_use_present_columns(board):
+def test_defaults_use_the_axes_and_the_registry(board):
     t = aggregate(board)
-    assert t.attrs["group_by"] == ["loss", "arch", "k", "tau"]
-    assert t.attrs["metrics"] == ["recall_at_1", "risk_keval", "cv"]
+    assert t.attrs["group_by"] == ["loss", "k", "tau", "arch"]
+    assert t.attrs["metrics"] == ["recall_at_1", "risk_keval", "cv"] == metrics_in(board)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -109,3 +101,20 @@ def test_defaults_use_present_columns(board):
 def test_errors_name_parameter_and_allowed(board, kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         aggregate(board, **({"group_by": ["loss"], "metrics": ["recall_at_1"]} | kwargs))
+
+
+def test_tied_with_best_is_welch():
+    best = np.array([0.50, 0.52, 0.48, 0.51, 0.49])  # mean 0.500
+    close = np.array([0.47, 0.53, 0.49, 0.50, 0.485])  # mean 0.495: within noise
+    far = np.array([0.30, 0.31, 0.29, 0.30, 0.30])
+    lone = np.array([0.499])
+    values = [close, best, far, lone]
+    means = np.array([v.mean() for v in values])
+    is_best, tied = tied_with_best(values, means, lookup("recall_at_1"), 0.05)
+    assert list(is_best) == [False, True, False, False]
+    assert sps.ttest_ind(close, best, equal_var=False).pvalue >= 0.05  # the reference says tied
+    assert list(tied) == [True, False, False, False]  # far differs; one seed cannot be told
+    low = tied_with_best(values, means, lookup("risk_keval"), 0.05)[0]  # lower is better
+    assert list(low) == [False, False, True, False]
+    none = tied_with_best([np.array([])], np.array([np.nan]), lookup("recall_at_1"), 0.05)
+    assert not none[0].any() and not none[1].any()

@@ -67,10 +67,11 @@ def test_stats_on_the_ray_scheduler_equal_the_local_dask_table(ray_cluster, tiny
                                                                   tmp_path, rng):
     params = from_mapping(tiny_params)
     paths = _cells(tmp_path, rng)
-    local_summary, local_detail = compute_stats(paths, params.stats, params.compute)
+    level = params.report.level
+    local_summary, local_detail = compute_stats(paths, params.stats, params.compute, level=level)
     assert not ray.is_initialized()  # the local run used Dask's own cluster
     on_ray = params.compute.model_copy(update={"ray_address": ray_cluster.address})
-    ray_summary, ray_detail = compute_stats(paths, params.stats, on_ray)
+    ray_summary, ray_detail = compute_stats(paths, params.stats, on_ray, level=level)
     assert ray.is_initialized()
     nodes = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
     assert nodes == {"127.0.0.1"} and sum(n["Alive"] for n in ray.nodes()) == 3

@@ -29,7 +29,7 @@ def test_stats_graph_matches_scipy_and_reports_bad_cells(tmp_path, tiny_params, 
     paths = {("good", 2): _write(tmp_path, "good", good), ("nan", 2): _write(tmp_path, "nan", nan),
              ("const", 2): _write(tmp_path, "const", const),
              ("missing", 2): tmp_path / "missing.parquet"}
-    summary, detail = compute_stats(paths, params.stats, params.compute)
+    summary, detail = compute_stats(paths, params.stats, params.compute, level=params.report.level)
     raw = summary[summary.representation == "raw"].set_index("cell_id")
     assert raw.loc["good", "status"] == "ok"
     a2 = [scipy.stats.anderson(good[:, j].astype(np.float64), "norm").statistic for j in range(6)]

@@ -18,6 +18,7 @@ import torch
 
 from pipeline.config import ComputeConfig, expand, from_mapping
 from pipeline.datasets import load_dataset
+from pipeline.plugins import load_plugins
 from pipeline.runtime import storage
 from pipeline.runtime.executor import check_resources, run_cells, start_local
 
@@ -25,6 +26,15 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PLUGIN = str(Path(__file__).with_name("gpu_probe_plugin.py"))
 CELLS, GPUS, SHARE = 8, 2, 0.25
 META = {"git_sha": "test", "dataset_hash": "test", "code_version": "test"}
+
+
+def _places(cells, root):
+    """Each cell's folder and record fields, as the train stage hands them to run_cells."""
+    return {c.cell_id: root / c.cell_id for c in cells}, {c.cell_id: META for c in cells}
+
+
+def _record(root, cell):
+    return storage.read_json(root / cell.cell_id / "cell.json")
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +59,7 @@ def _setup(tiny_params, loss="gpu_probe", device="auto"):
     tiny_params["grid"].update(loss=[loss], k=[4], seed=list(range(CELLS)))
     tiny_params["train"].update(epochs=1, device=device)
     tiny_params["compute"].update(num_cpus=1, num_gpus=SHARE)
+    load_plugins(tiny_params["plugins"])  # as config.load does, before validation
     params = from_mapping(tiny_params)
     d = params.data
     return params, load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
@@ -58,8 +69,8 @@ def test_four_cells_share_each_gpu_at_once(logical_gpus, probe_dir, tiny_params,
     params, dataset = _setup(tiny_params)
     cells = expand(params)
     assert len(cells) == CELLS
-    outcomes = run_cells(cells, dataset, tmp_path, META, params.compute, 1, [], lambda o: None,
-                         params.plugins)
+    outcomes = run_cells(cells, dataset, *_places(cells, tmp_path), params.compute, 1, [],
+                         lambda o: None, params.plugins)
     assert [o.status for o in outcomes] == ["ok"] * CELLS, [o.reason for o in outcomes]
     records = [json.loads(p.read_text()) for p in probe_dir.glob("*.json")]
     assert len(records) == CELLS and len({r["task"] for r in records}) == CELLS
@@ -74,7 +85,7 @@ def test_four_cells_share_each_gpu_at_once(logical_gpus, probe_dir, tiny_params,
         assert len({r["pid"] for r in rs}) == len(rs)  # in four processes
         assert max(r["start"] for r in rs) <= min(r["end"] for r in rs), device  # all at once
     for c in cells:
-        assert storage.cell_status(tmp_path, c.cell_id) == "ok"
+        assert _record(tmp_path, c)["status"] == "ok"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a node without CUDA")
@@ -85,7 +96,8 @@ def test_cuda_cell_on_a_node_without_cuda_fails_with_the_reason(logical_gpus, ti
     cuda_params, _ = _setup(tiny_params, loss="infonce", device="cuda")
     cuda_cell = expand(cuda_params)[1]
     done: list[str] = []
-    outcomes = run_cells([cuda_cell, cpu_cell], dataset, tmp_path, META, params.compute, 1, [],
+    both = [cuda_cell, cpu_cell]
+    outcomes = run_cells(both, dataset, *_places(both, tmp_path), params.compute, 1, [],
                          lambda o: done.append(o.cell_id))
     assert sorted(done) == sorted([cpu_cell.cell_id, cuda_cell.cell_id])  # the grid went on
     by_id = {o.cell_id: o for o in outcomes}
@@ -93,7 +105,7 @@ def test_cuda_cell_on_a_node_without_cuda_fails_with_the_reason(logical_gpus, ti
     failed = by_id[cuda_cell.cell_id]
     assert failed.status == "failed"
     assert failed.reason.startswith("ValueError: device = 'cuda': CUDA is not available here (node ")
-    record = storage.read_json(storage.cell_dir(tmp_path, cuda_cell.cell_id) / "cell.json")
+    record = _record(tmp_path, cuda_cell)
     assert record["status"] == "failed" and "CUDA is not available" in record["reason"]
 
 
@@ -104,7 +116,7 @@ def test_fractional_gpus_above_one_are_refused_before_anything_runs():
     bad = ComputeConfig.model_construct(num_gpus=1.5, **base)
     with pytest.raises(ValueError, match=r"compute.num_gpus = 1.5: above 1 it must be a whole "
                                          r"number of GPUs \(e.g. 1 or 2\)"):
-        run_cells([object()], None, "unused", META, bad, 1, [], lambda o: None)  # type: ignore[list-item, arg-type]
+        run_cells([object()], None, {}, {}, bad, 1, [], lambda o: None)  # type: ignore[list-item, arg-type]
 
 
 def test_cells_asking_for_gpus_a_local_instance_lacks_are_refused(tiny_params, tmp_path):
@@ -116,7 +128,7 @@ def test_cells_asking_for_gpus_a_local_instance_lacks_are_refused(tiny_params, t
     try:
         with pytest.raises(ValueError, match=r"compute.num_gpus = 0.25: the local Ray instance "
                                              r"has 0 GPUs, so no cell could ever start"):
-            run_cells(expand(params)[:1], dataset, tmp_path, META, params.compute, 1, [],
-                      lambda o: None)
+            one = expand(params)[:1]
+            run_cells(one, dataset, *_places(one, tmp_path), params.compute, 1, [], lambda o: None)
     finally:
         ray.shutdown()

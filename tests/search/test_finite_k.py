@@ -164,3 +164,73 @@ def test_slope_with_known_errors():
     # scatter far beyond the stated errors: the residual variance takes over
     scattered = fit_loglog_slope([8, 16, 32, 64], [0.2, 0.1, 0.2, 0.1], [1e-6] * 4, se_known=True)
     assert scattered.ci_low < 0 < scattered.ci_high
+
+
+def test_slope_fit_range():
+    ks = np.array([2.0, 4, 8, 16, 32, 64])
+    gap = np.array([0.9, 0.4, 0.2, np.nan, 0.05, 0.025])
+    fit = fit_loglog_slope(ks, gap, k_min=8, k_max=32)
+    sub = fit_loglog_slope([8, 32], [0.2, 0.05])
+    assert fit.slope == pytest.approx(sub.slope) and fit.n_points == 2
+    assert fit.n_dropped == 1  # the NaN at k = 16 is inside the range; k = 2, 4, 64 are not
+    assert (fit.k_min, fit.k_max, fit.method) == (8, 32, "ols")
+    assert fit_loglog_slope(ks, gap, k_min=64).n_points == 1
+    for kwargs, msg in [({"k_min": 0}, r"k_min = 0: the fit range's ends must be numbers > 0"),
+                        ({"k_max": -1.0}, r"k_max = -1.0: the fit range's ends"),
+                        ({"k_min": 8, "k_max": 4}, r"k_max = 4: must be >= k_min = 8")]:
+        with pytest.raises(ValueError, match=msg):
+            fit_loglog_slope(ks, gap, **kwargs)
+
+
+def test_slope_sandwich_with_diagonal_covariance_is_the_known_se_fit(rng):
+    ks = 2.0 ** np.arange(1, 9)
+    se = 0.02 / ks
+    gap = 1.5 / ks * (1 + 0.01 * rng.normal(size=ks.size))
+    known = fit_loglog_slope(ks, gap, se, se_known=True)
+    sandwich = fit_loglog_slope(ks, gap, gap_cov=np.diag(se**2))
+    assert sandwich.slope == pytest.approx(known.slope, rel=1e-12)
+    w = (gap / se) ** 2
+    x = np.log(ks)
+    want_se = 1.0 / math.sqrt(np.sum(w * (x - np.sum(w * x) / np.sum(w)) ** 2))
+    assert sandwich.slope_se == pytest.approx(want_se, rel=1e-10)
+    half = 1.959963984540054 * want_se
+    assert (sandwich.ci_low, sandwich.ci_high) == pytest.approx((sandwich.slope - half,
+                                                                 sandwich.slope + half))
+    assert sandwich.method == "wls_sandwich" and 0 < sandwich.lack_of_fit_p <= 1
+
+
+def _correlated(ks, rho, rel):
+    """A covariance of gaps 1.5/k with relative se ``rel`` and correlation rho^|i−j|."""
+    sd = rel * 1.5 / ks
+    idx = np.arange(ks.size)
+    return np.outer(sd, sd) * rho ** np.abs(idx[:, None] - idx[None, :])
+
+
+def test_slope_sandwich_matches_monte_carlo_under_correlation(rng):
+    """Strongly correlated gaps (as the nested draws give): the sandwich se is the spread of
+    the fitted slope over draws, and the lack-of-fit p-value is uniform under a true power law."""
+    ks = 2.0 ** np.arange(3, 10)
+    cov = _correlated(ks, 0.8, 0.01)
+    chol = np.linalg.cholesky(cov)
+    fits = [fit_loglog_slope(ks, 1.5 / ks + chol @ rng.normal(size=ks.size), gap_cov=cov)
+            for _ in range(2000)]
+    slopes = np.array([f.slope for f in fits])
+    assert slopes.mean() == pytest.approx(-1.0, abs=0.002)
+    assert slopes.std() == pytest.approx(np.mean([f.slope_se for f in fits]), rel=0.08)
+    covered = np.mean([f.ci_low <= -1.0 <= f.ci_high for f in fits])
+    assert 0.93 <= covered <= 0.97
+    p = np.array([f.lack_of_fit_p for f in fits])
+    assert 0.03 <= np.mean(p < 0.05) <= 0.07 and 0.45 <= p.mean() <= 0.55
+    # a curved law (1.5/k − 3/k², c₂/c₁ < 0 as in the profile) with the same tiny noise is a bad
+    # straight line, flatter than −1
+    curved = fit_loglog_slope(ks, 1.5 / ks - 3.0 / ks**2, gap_cov=cov)
+    assert curved.lack_of_fit_p < 1e-6 and curved.slope > -1.0
+
+
+def test_slope_covariance_bad_inputs():
+    with pytest.raises(ValueError, match=r"gap_cov.shape = \(2, 2\): expected \(3, 3\)"):
+        fit_loglog_slope([1, 2, 4], [1.0, 0.5, 0.25], gap_cov=np.eye(2))
+    with pytest.raises(ValueError, match=r"gap_cov: must be a symmetric covariance matrix"):
+        fit_loglog_slope([1, 2], [1.0, 0.5], gap_cov=[[1.0, 0.5], [0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"gap_se and gap_cov: pass one of them"):
+        fit_loglog_slope([1, 2], [1.0, 0.5], [0.1, 0.1], gap_cov=np.eye(2))

@@ -78,6 +78,20 @@ def test_negative_cosines_match_loop(rng, monkeypatch):
     np.testing.assert_allclose(negative_cosines(u, v), negative_cosines_loop(u, v), rtol=1e-10)
 
 
+def test_negative_cosines_std_of_collapsed_embeddings(rng, monkeypatch):
+    # every cosine is 1 − 7e-8 ± 4e-8: a one-pass E[c²] − E[c]² was 8% off here (eps / var).
+    # Each cosine carries ~d·eps = 2e-15 of rounding (BLAS dot vs math.fsum): 1e-7 of the std.
+    m = rng.normal(size=8)
+    u = m / np.linalg.norm(m) + 1e-4 * rng.normal(size=(30, 8))
+    v = m / np.linalg.norm(m) + 1e-4 * rng.normal(size=(30, 8))
+    for other in (None, v):
+        ref = negative_cosines_loop(u, other)
+        np.testing.assert_allclose(negative_cosines(u, other), ref, rtol=1e-7)
+        monkeypatch.setattr(geometry, "CHUNK_BYTES", 8 * 30 * 4)  # 4 rows per chunk: merged
+        np.testing.assert_allclose(negative_cosines(u, other), ref, rtol=1e-7)
+        monkeypatch.undo()
+
+
 def test_geometry_argument_errors(rng):
     with pytest.raises(ValueError, match=r"t = 0: temperature"):
         uniformity(rng.normal(size=(5, 2)), t=0)

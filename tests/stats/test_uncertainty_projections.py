@@ -32,7 +32,7 @@ def test_bootstrap_contains_estimate_and_is_reproducible(rng):
     assert ci.low < ci.estimate < ci.high
     assert ci.high - ci.low == pytest.approx(2 * 1.96 / np.sqrt(200), rel=0.25)
     again = bootstrap_ci(z, lambda a: float(a[:, 0].mean()), 300, np.random.default_rng(1))
-    assert again == ci
+    assert again == ci  # bit for bit: same generator seed, same NumPy calls, no threads or BLAS
 
 
 def test_bootstrap_argument_errors(rng):

@@ -1,0 +1,214 @@
+"""The rules across keys that types and ranges cannot say, each worded ``<key> = <value>: <why>``.
+
+Every constraint that is knowable before training lives here or in an entry's options model, so
+that ``resolve`` rejects it before any work. Each rule is a generator of messages: all problems
+are reported at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pipeline.config.sections import OBJECTIVES, STORAGE_SCHEMES, Params
+from pipeline.datasets.registry import DATASETS
+from pipeline.encoders.registry import ENCODERS
+from pipeline.grid import GRID_AXES
+from pipeline.losses.registry import LOSSES
+from pipeline.losses.schedules import SCHEDULES
+from pipeline.metrics import METRICS, is_metric, lookup
+
+Rule = Callable[[Params], Iterator[str]]
+TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
+def _duplicates(key: str, values: Sequence[Any]) -> Iterator[str]:
+    seen: set[Any] = set()
+    for i, v in enumerate(values):
+        if v in seen:
+            yield f"{key}[{i}] = {v!r}: duplicate value; list each value once"
+        seen.add(v)
+
+
+def names(p: Params) -> Iterator[str]:
+    """Every name on a grid axis, an options key and the dataset must be registered."""
+    registered = {"objective": ("objective", OBJECTIVES), "loss": ("loss", LOSSES),
+                  "tau_schedule": ("schedule", SCHEDULES), "arch": ("architecture", ENCODERS)}
+    for axis, (noun, allowed) in registered.items():
+        for i, name in enumerate(getattr(p.grid, axis)):
+            if name not in allowed:
+                yield f"grid.{axis}[{i}] = {name!r}: unknown {noun}; allowed: {sorted(allowed)}"
+    for section, allowed in (("loss_options", LOSSES), ("schedule_options", SCHEDULES),
+                             ("arch_options", ENCODERS)):
+        for name in getattr(p, section):
+            if name not in allowed:
+                yield f"{section}.{name}: unknown name; allowed: {sorted(allowed)}"
+    if p.data.name not in DATASETS:
+        yield f"data.name = {p.data.name!r}: unknown dataset; allowed: {sorted(DATASETS)}"
+
+
+def axes(p: Params) -> Iterator[str]:
+    """Ranges of the grid's values; each value once."""
+    g = p.grid
+    for axis in GRID_AXES:
+        yield from _duplicates(f"grid.{axis}", getattr(g, axis))
+    for i, tau in enumerate(g.tau):
+        if not tau > 0:
+            yield f"grid.tau[{i}] = {tau}: temperature must be > 0"
+    for axis, least in (("k", 1), ("n", 1), ("embed_dim", 1), ("batch_size", 2)):
+        for i, v in enumerate(getattr(g, axis)):
+            if v < least:
+                yield f"grid.{axis}[{i}] = {v}: must be >= {least}"
+
+
+def data_fit(p: Params) -> Iterator[str]:
+    """Labels, input kinds and sizes: what the dataset offers against what the grid asks."""
+    g, d = p.grid, p.data
+    if d.name not in DATASETS:
+        return
+    spec = DATASETS[d.name]
+    contrastive = "contrastive" in g.objective
+    for i, name in enumerate(g.loss):
+        if name in LOSSES and LOSSES[name].needs_labels and spec.labels == "none" and contrastive:
+            yield (f"grid.loss[{i}] = {name!r}: needs labels, and data.name = {d.name!r} has "
+                   "none")
+    if "supervised" in g.objective and spec.labels != "class":
+        yield (f"grid.objective = {g.objective}: 'supervised' needs class labels, and data.name "
+               f"= {d.name!r} has none")
+    for i, arch in enumerate(g.arch):
+        if arch in ENCODERS and spec.kind not in ENCODERS[arch].kind:
+            yield (f"grid.arch[{i}] = {arch!r}: takes {list(ENCODERS[arch].kind)} inputs, and "
+                   f"data.name = {d.name!r} is {spec.kind}")
+    for i, n in enumerate(g.n):
+        if n > d.n_train:
+            yield (f"grid.n[{i}] = {n} > data.n_train = {d.n_train}: the training size cannot "
+                   "exceed the training set")
+        if n < max(g.batch_size):
+            yield (f"grid.n[{i}] = {n} < max(grid.batch_size) = {max(g.batch_size)}: need at "
+                   "least one full batch")
+
+
+def negatives(p: Params) -> Iterator[str]:
+    """k against what each loss needs and what the batch holds."""
+    g, t = p.grid, p.train
+    if "contrastive" not in g.objective:
+        return
+    using = [name for name in g.loss if name in LOSSES and LOSSES[name].needs_negatives]
+    for name in using:
+        least = LOSSES[name].min_k
+        for i, k in enumerate(g.k):
+            if k < least:
+                yield (f"grid.k[{i}] = {k}: loss {name!r} needs k >= {least} negatives per "
+                       "anchor")
+    if t.negatives == "in_batch" and using:
+        for i, k in enumerate(g.k):
+            if k > min(g.batch_size) - 1:
+                yield (f"grid.k[{i}] = {k} > min(grid.batch_size) - 1 = {min(g.batch_size) - 1}: "
+                       "in-batch negatives come from the other samples of the batch")
+
+
+def schedules(p: Params) -> Iterator[str]:
+    """Each schedule with each grid τ as its target (tau_min < tau_max, ...)."""
+    from pipeline.config.entries import validate_options
+
+    for schedule in p.grid.tau_schedule:
+        if schedule not in SCHEDULES or "contrastive" not in p.grid.objective:
+            continue
+        spec = SCHEDULES[schedule]
+        for tau in (t for t in p.grid.tau if t > 0):  # τ <= 0 is reported by axes()
+            try:
+                validate_options(spec.options, {**p.schedule_options.get(schedule, {}),
+                                                spec.target: tau},
+                                 f"schedule_options.{schedule} (with {spec.target} = grid.tau "
+                                 f"{tau})", f"schedule {schedule!r}")
+            except ValueError as err:
+                yield str(err)
+
+
+def stages(p: Params) -> Iterator[str]:
+    """Settings of the analysis stages against the data and the grid."""
+    s, t, d, g = p.stats, p.train, p.data, p.grid
+    for i, e in enumerate(s.epochs):
+        if not 0 <= e <= t.epochs:
+            yield f"stats.epochs[{i}] = {e}: must be in [0, train.epochs = {t.epochs}]"
+    yield from _duplicates("stats.epochs", s.epochs)
+    if s.projections > min(g.embed_dim):
+        yield (f"stats.projections = {s.projections} > min(grid.embed_dim) = {min(g.embed_dim)}: "
+               "orthonormal directions need projections <= d")
+    if 2 * p.search.anchors > d.n_heldout:
+        yield (f"search.anchors = {p.search.anchors} > data.n_heldout / 2 = {d.n_heldout // 2}: "
+               "the other held-out points are the pool of unseen points, at least as many")
+    yield from _duplicates("search.k_sweep", p.search.k_sweep)
+    if p.search.fit_k_max is not None and p.search.fit_k_max < p.search.fit_k_min:
+        yield (f"search.fit_k_max = {p.search.fit_k_max}: must be >= search.fit_k_min = "
+               f"{p.search.fit_k_min}")
+    yield from _duplicates("search.encoders", p.search.encoders)
+    yield from _duplicates("probe.c_grid", p.probe.c_grid)
+    yield from _duplicates("probe.knn_k", p.probe.knn_k)
+    for i, k in enumerate(p.probe.knn_k):
+        if k > d.n_train:
+            yield (f"probe.knn_k[{i}] = {k} > data.n_train = {d.n_train}: the kNN's bank is the "
+                   "training split")
+    for i, counts in enumerate(p.geometry.class_counts):
+        if p.geometry.d < len(counts) - 1:
+            yield (f"geometry.class_counts[{i}] = {counts}: {len(counts)} classes need "
+                   f"geometry.d >= {len(counts) - 1} for a simplex (geometry.d = {p.geometry.d})")
+
+
+def report(p: Params) -> Iterator[str]:
+    """Rows, the baseline and the metrics of the report."""
+    r, g = p.report, p.grid
+    allowed = [a for a in GRID_AXES if a != "seed"]
+    for i, axis in enumerate(r.group_by):
+        if axis not in allowed:
+            yield (f"report.group_by[{i}] = {axis!r}: must be a grid axis other than seed; "
+                   f"allowed: {sorted(allowed)}")
+    yield from _duplicates("report.group_by", r.group_by)
+    if r.baseline not in LOSSES:
+        yield f"report.baseline = {r.baseline!r}: unknown loss; allowed: {sorted(LOSSES)}"
+    elif "contrastive" in g.objective and len(g.loss) > 1 and r.baseline not in g.loss:
+        yield (f"report.baseline = {r.baseline!r}: not a loss of the grid, so no variant can be "
+               f"compared with it; allowed: {list(g.loss)}")
+    for key in ("metrics", "columns"):
+        yield from _duplicates(f"report.{key}", getattr(r, key))
+        for i, name in enumerate(getattr(r, key)):
+            if not is_metric(name):
+                yield (f"report.{key}[{i}] = {name!r}: not a metric of the registry "
+                       f"(pipeline/metrics.py); allowed: {', '.join(METRICS)} and their "
+                       "control_/null_/supervised_/delta_/norm_/proj_ columns")
+    if not is_metric(r.primary):
+        yield (f"report.primary = {r.primary!r}: not a metric of the registry; allowed: "
+               f"{', '.join(n for n, m in METRICS.items() if m.ranked)}")
+    elif not lookup(r.primary).ranked:
+        yield (f"report.primary = {r.primary!r}: a statistic with no better direction cannot rank "
+               f"the rows; allowed: {', '.join(n for n, m in METRICS.items() if m.ranked)}")
+
+
+def compute(p: Params) -> Iterator[str]:
+    """Where cells go, what each task asks of a node, and where runs are tracked."""
+    c = p.compute
+    if c.storage is not None and c.storage.split("://", 1)[0] not in STORAGE_SCHEMES:
+        yield (f"compute.storage = {c.storage!r}: must be null (the project's cell store) or a "
+               f"URI with a scheme in {list(STORAGE_SCHEMES)}, e.g. s3://bucket/prefix or "
+               "file:///shared/cells")
+    if c.num_gpus > 1 and not float(c.num_gpus).is_integer():
+        yield (f"compute.num_gpus = {c.num_gpus}: above 1 it must be a whole number (a fraction "
+               "packs several cells onto one GPU; no task spans part of a second GPU)")
+    uri = p.tracking.uri
+    scheme = uri.split(":", 1)[0] if ":" in uri else ""
+    if any(ch.isspace() for ch in uri):
+        yield f"tracking.uri = {uri!r}: must not contain spaces"
+    elif scheme and scheme.split("+")[0] not in TRACKING_SCHEMES:
+        yield (f"tracking.uri = {uri!r}: unknown scheme {scheme!r}; allowed: "
+               f"{list(TRACKING_SCHEMES)} or a local folder")
+    elif scheme == "sqlite" and not uri.startswith("sqlite:///"):
+        yield (f"tracking.uri = {uri!r}: a SQLite store is written sqlite:///<path> "
+               "(e.g. sqlite:///mlruns.db)")
+
+
+RULES: tuple[Rule, ...] = (names, axes, data_fit, negatives, schedules, stages, report, compute)
+
+
+def check(p: Params) -> list[str]:
+    """Every rule's messages, in order."""
+    return [message for rule in RULES for message in rule(p)]

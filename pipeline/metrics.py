@@ -1,0 +1,236 @@
+"""The metric registry: every metric the benchmark reports, defined once.
+
+Each :class:`Metric` is a column of the per-cell table (``reports/cells.csv``) with its label, a
+one-line description, which way is better, how it is printed and where it comes from. Every
+writer (Markdown, LaTeX, HTML, the CSV headers, the ``cbench`` CLI, MLflow metric names,
+``metrics.json``) and the ranking read it: a metric added to :data:`METRICS` appears everywhere,
+and nothing else names metrics.
+
+Derived columns resolve through :func:`lookup` from a base metric and a prefix:
+
+- ``norm_`` / ``proj_`` / ``backbone_``: the statistic of the L2-normalised embeddings / of
+  random projections / of the backbone's features before the encoder's head (same direction as
+  the base);
+- ``control_``: the same encoder before training (epoch 0, same seed and held-out data);
+  ``initial_``: the untrained encoder in the search stage; ``null_``: Gaussian data of the same
+  n, d and covariance; ``supervised_``: the supervised cell sharing the encoder, its initial
+  weights and training rows; ``delta_``: trained − untrained; ``raw_``: the raw inputs (no
+  encoder). None of these is ranked. ``weighted_knn_<k>`` is one metric per k.
+
+A representation prefix may precede one other (``norm_null_cv``). Which prefixes a base metric
+takes is part of its entry (``families``). To add a metric, add one ``Metric(...)`` to
+``_ENTRIES``. Pure stdlib.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+Better = Literal["higher", "lower", "neither"]
+
+REPRESENTATIONS = {"norm_": ("normalised", "of the L2-normalised embeddings"),
+                   "proj_": ("projected", "of random 1-D projections of the embeddings"),
+                   "backbone_": ("backbone", "of the backbone's features (before the encoder's "
+                                             "head)")}
+CONTROLS = {
+    "control_": ("untrained", "of the same encoder before training (epoch 0, same seed and "
+                              "held-out data)"),
+    "initial_": ("untrained", "of the untrained encoder (search stage)"),
+    "null_": ("Gaussian null", "of Gaussian data with the same n, d and covariance"),
+    "supervised_": ("supervised", "of the supervised cell with the same encoder, initial "
+                                  "weights and training rows"),
+    "delta_": ("Δ untrained", "trained minus untrained (the same encoder at epoch 0)"),
+    "raw_": ("raw input", "of the raw inputs themselves (pixels or input vectors), no encoder"),
+}
+_BETSER = frozenset({"norm_", "proj_", "control_", "null_", "supervised_", "delta_"})
+_GEOMETRY = frozenset({"norm_", "proj_"})
+_SEARCH = frozenset({"initial_"})
+_PROBE = frozenset({"backbone_", "control_", "supervised_", "delta_", "raw_"})
+# weighted_knn_<k>: one metric per k of probe.knn_k (parametrised, resolved by lookup)
+KNN_PREFIX = "weighted_knn_"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported quantity.
+
+    name: its column in ``cells.csv``; label: a short header ("R@1"); description: one line (the
+    tooltip); better: higher / lower / neither (neither: a property to report, not a score, or
+    not comparable across cells; never ranked); format: a format spec for one value as shown;
+    unit: ``"%"`` means the value is a fraction shown × 100; reference: SPEC section or paper;
+    families: the prefixes of the derived columns it has (see the module docstring).
+    """
+
+    name: str
+    label: str
+    description: str
+    better: Better
+    format: str = ".3g"
+    unit: str = ""
+    reference: str = ""
+    families: frozenset[str] = frozenset()
+
+    @property
+    def ranked(self) -> bool:
+        return self.better != "neither"
+
+    @property
+    def higher(self) -> bool | None:
+        """True when higher is better, False when lower is, None when neither."""
+        return None if self.better == "neither" else self.better == "higher"
+
+    @property
+    def arrow(self) -> str:
+        return {"higher": "↑", "lower": "↓", "neither": ""}[self.better]
+
+    @property
+    def header(self) -> str:
+        """The column header: label, unit in parentheses, ↑/↓ for ranked metrics."""
+        unit = f" ({self.unit})" if self.unit else ""
+        return f"{self.label}{unit}{(' ' + self.arrow) if self.arrow else ''}"
+
+    @property
+    def tooltip(self) -> str:
+        """The description, the direction and the source, in one line."""
+        way = {"higher": "Higher is better.", "lower": "Lower is better.",
+               "neither": "Not ranked."}[self.better]
+        ref = f" Source: {self.reference}." if self.reference else ""
+        return f"{self.description}. {way}{ref}"
+
+    def scale(self, value: float) -> float:
+        """The value as shown (× 100 for ``%``)."""
+        return value * 100.0 if self.unit == "%" else value
+
+    def text(self, value: float | None) -> str:
+        """One value as shown (no interval); '–' when missing."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "–"
+        return format(self.scale(float(value)), self.format)
+
+
+_ENTRIES = (
+    Metric("recall_at_1", "R@1", "The positive view retrieved first among all held-out "
+           "positive views", "higher", ".1f", "%", "SPEC §3 (retrieval)", _SEARCH),
+    Metric("recall_at_5", "R@5", "The positive view among the 5 nearest held-out positive views",
+           "higher", ".1f", "%", "SPEC §3 (retrieval)", _SEARCH),
+    Metric("recall_at_10", "R@10", "The positive view among the 10 nearest held-out positive "
+           "views", "higher", ".1f", "%", "SPEC §3 (retrieval)", _SEARCH),
+    Metric("risk_keval", "Risk", "Held-out InfoNCE risk R(φ; k, τ) = E ℓ − log k at the common "
+           "k = search.k_eval", "lower", ".3f", "nats", "SPEC §1, Whiteley (2026)", _SEARCH),
+    Metric("risk_k", "Risk@k", "Held-out InfoNCE risk at the cell's own k (not comparable "
+           "across k)", "neither", ".3f", "nats", "SPEC §1, Whiteley (2026)", _SEARCH),
+    Metric("ce", "CE", "Population similarity-search cross-entropy (Monte Carlo) at the cell's "
+           "τ", "neither", ".3f", "nats", "SPEC §3, Whiteley (2026)", _SEARCH),
+    Metric("ce_m", "CE_m", "Empirical similarity-search cross-entropy with the known density "
+           "ratio (Gaussian channel only)", "neither", ".3f", "nats",
+           "SPEC §3 Eq. 9, Whiteley (2026)", _SEARCH),
+    Metric("r_k", "R_k", "Risk at the cell's k in the search stage's k-sweep", "neither", ".3f",
+           "nats", "SPEC §3, Whiteley (2026)", _SEARCH),
+    Metric("finite_k_gap", "CE − R_k", "Finite-k gap CE − R(φ; k, τ) at the cell's k",
+           "neither", ".3f", "nats", "SPEC §3 Prop. 1, Whiteley (2026)", _SEARCH),
+    Metric("slope", "|CE − R_k| slope", "Log-log slope of |CE − R_k| against k (−1 under the "
+           "O(1/k) law)", "neither", ".2f", "", "SPEC §3 Prop. 1, Whiteley (2026)", _SEARCH),
+    Metric("bound", "Bound", "Theorem 1's right-hand side (usually vacuous)", "neither", ".4g",
+           "nats", "SPEC §4, Whiteley (2026) Thm 1"),
+    Metric("gen_gap", "Gen. gap", "Measured generalisation gap: R on fresh tuples − R̂_n",
+           "neither", ".3f", "nats", "SPEC §4, Whiteley (2026)"),
+    Metric("tightness", "Bound/gap", "Tightness ratio: the bound over the measured gap",
+           "neither", ".3g", "", "SPEC §4, Whiteley (2026)"),
+    Metric("cv", "CV", "Thin-shell coefficient of variation of the embedding norms "
+           "(std/mean, ddof 0)", "neither", ".3f", "", "SPEC §2, Betser et al. (2026)", _BETSER),
+    Metric("ad_mean", "AD Avg", "Anderson-Darling A² averaged over coordinates (≈ 0.39 for "
+           "Gaussian ones)", "neither", ".3f", "", "SPEC §2, Betser et al. (2026)", _BETSER),
+    Metric("ad_pass_frac", "AD pass", "Coordinates with A² under the 5% critical value (≈ 95% "
+           "for Gaussian ones)", "neither", ".0f", "%", "SPEC §2, Betser et al. (2026)", _BETSER),
+    Metric("dp_p_mean", "DP Avg", "D'Agostino-Pearson p-value averaged over coordinates",
+           "neither", ".3f", "", "SPEC §2, Betser et al. (2026)", _BETSER),
+    Metric("dp_pass_frac", "DP pass", "Coordinates with D'Agostino-Pearson p > 0.05 (≈ 95% for "
+           "Gaussian ones)", "neither", ".0f", "%", "SPEC §2, Betser et al. (2026)", _BETSER),
+    Metric("align", "Align", "Alignment E‖u − v‖² over positive pairs", "lower", ".3f", "",
+           "SPEC §2, Wang & Isola (2020)", _GEOMETRY),
+    Metric("uniform", "Uniform", "Uniformity log E exp(−2‖u − u'‖²)", "lower", ".3f", "",
+           "SPEC §2, Wang & Isola (2020)", _GEOMETRY),
+    Metric("eff_rank", "Eff. rank", "Effective rank: exp of the entropy of the normalised "
+           "singular values", "higher", ".1f", "", "SPEC §2, Roy & Vetterli (2007)", _GEOMETRY),
+    Metric("linear_probe", "Linear probe", "Top-1 accuracy on the held-out split of a "
+           "multinomial logistic regression on the frozen, standardised features (L2 strength "
+           "chosen on a validation split)", "higher", ".1f", "%",
+           "SPEC §5, Radford et al. (2021) CLIP §3.2", _PROBE),
+    Metric("linear_probe_c", "Probe C", "The inverse L2 strength the linear probe chose on its "
+           "validation split", "neither", ".3g", "", "SPEC §5"),
+    Metric("final_loss", "Train loss", "Training loss of the last epoch (scales differ between "
+           "losses)", "neither", ".3g", "nats", "SPEC §1"),
+)
+
+METRICS: dict[str, Metric] = {m.name: m for m in _ENTRIES}
+
+
+def _derived(base: Metric, name: str, rep: str, control: str) -> Metric:
+    """The entry of ``<rep><control><base>`` (either prefix may be empty)."""
+    tags, phrases = [], []
+    for prefix, table in ((rep, REPRESENTATIONS), (control, CONTROLS)):
+        if prefix and prefix != "delta_":
+            tags.append(table[prefix][0])
+            phrases.append(table[prefix][1])
+    description = ", ".join([base.description, *phrases])
+    if control == "delta_":
+        description += ": " + CONTROLS["delta_"][1]
+    label = f"Δ {base.label}" if control == "delta_" else base.label
+    label += f" ({', '.join(tags)})" if tags else ""
+    better = base.better if not control else "neither"
+    return replace(base, name=name, label=label, description=description, better=better,
+                   families=frozenset())
+
+
+def _knn(name: str) -> Metric | None:
+    """``weighted_knn_<k>``: the weighted kNN accuracy with k neighbours."""
+    k = name.removeprefix(KNN_PREFIX)
+    if not (name.startswith(KNN_PREFIX) and k.isdigit() and int(k) > 0):
+        return None
+    return Metric(name, f"kNN@{int(k)}", f"Top-1 accuracy of a weighted kNN on the frozen "
+                  f"features: the {int(k)} most cosine-similar training points vote with weight "
+                  "exp(s/T)", "higher", ".1f", "%", "SPEC §5, Wu et al. (2018)", _PROBE)
+
+
+def _base(name: str) -> Metric | None:
+    return METRICS.get(name) or _knn(name)
+
+
+def _resolve(name: str) -> Metric | None:
+    if _base(name) is not None:
+        return _base(name)
+    for rep in ("", *REPRESENTATIONS):
+        if not name.startswith(rep):
+            continue
+        rest = name[len(rep):]
+        for control in ("", *CONTROLS):
+            base = _base(rest[len(control):]) if rest.startswith(control) else None
+            if (rep or control) and base is not None and {rep, control} - {""} <= base.families:
+                return _derived(base, name, rep, control)
+    return None
+
+
+def is_metric(name: str) -> bool:
+    """True when ``name`` is a registered metric or one of its derived columns."""
+    return _resolve(name) is not None
+
+
+def lookup(name: str) -> Metric:
+    """The metric named ``name`` (a registered one or a derived column such as ``control_cv``).
+
+    ValueError naming it and the allowed ones when it is neither.
+    """
+    metric = _resolve(name)
+    if metric is None:
+        families = ", ".join(f"{p}<metric>" for p in (*REPRESENTATIONS, *CONTROLS))
+        raise ValueError(f"metric {name!r}: not in the registry (pipeline/metrics.py); allowed: "
+                         f"{', '.join(METRICS)}, {KNN_PREFIX}<k>, and the derived columns "
+                         f"{families} where the metric has them")
+    return metric
+
+
+def metric_columns(columns: list[str] | tuple[str, ...]) -> list[str]:
+    """The names in ``columns`` that are metrics, in their order."""
+    return [c for c in columns if is_metric(c)]

@@ -1,0 +1,200 @@
+"""The report as values: :func:`build` turns the stage tables into every table, figure spec and
+metric the report stage writes (:mod:`pipeline.report.publish`) and logs. Pure: no file is read
+or written here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from pipeline.config import Params
+from pipeline.datasets import DATASETS
+from pipeline.report import figures, leaderboard, papers
+from pipeline.report.board import Board, best_rows, full_table, make_board
+from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
+from pipeline.report.controls import control_summary
+from pipeline.report.probe import probe_columns
+from pipeline.report.tables import axes_in, metrics_in, ok_cells
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the stages before the report produced (see :mod:`pipeline.runtime.context`)."""
+
+    grid: pd.DataFrame  # data/grid.json
+    records: Mapping[str, Mapping[str, Any]]  # cell.json per cell id
+    stats: pd.DataFrame
+    search: pd.DataFrame
+    bounds: pd.DataFrame
+    finite_k: pd.DataFrame
+    history: pd.DataFrame  # every cell's history.parquet, concatenated
+    params: Params
+    params_hash: str
+    probe: pd.DataFrame = field(default_factory=pd.DataFrame)  # data/probe.parquet
+
+
+@dataclass(frozen=True)
+class Summary:
+    """``reports/metrics.json``: counts, the headline metrics' means over ok cells and their
+    best cells, the control sentences and the paper claims (``one_over_k`` is added when the
+    law's plot is written)."""
+
+    cells: int
+    failed: int
+    mean: dict[str, float]
+    best: dict[str, dict[str, Any]]
+    best_setting: dict[str, dict[str, Any]]
+    controls: list[str]
+    paper_claims: list[dict[str, Any]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, nested: ``reports/summary.json``."""
+        out = asdict(self)
+        return out | out.pop("extra")
+
+    def flat(self) -> dict[str, float | int]:
+        """``reports/metrics.json``, the DVC metrics: a few numbers, flat, so that `dvc exp show`
+        and `dvc metrics diff` compare experiments column by column."""
+        out: dict[str, float | int] = {"cells": self.cells, "failed": self.failed}
+        out |= {f"mean_{name}": value for name, value in self.mean.items()}
+        out |= {f"best_{name}": entry["value"] for name, entry in self.best.items()}
+        tested = [c for c in self.paper_claims if c.get("tested")]
+        if tested:  # a claim holds in most of its groups of cells (reports/paper_tables.md)
+            out["paper_claims_tested"] = len(tested)
+            out["paper_claims_held"] = sum(2 * c["held"] > c["groups"] for c in tested)
+        out |= _numbers(self.extra)  # e.g. one_over_k_initial_slope
+        return out
+
+
+def _numbers(tree: Any, prefix: str = "") -> dict[str, float | int]:
+    """The numeric leaves of nested dicts under ``a_b_c`` keys (booleans and text left out)."""
+    if isinstance(tree, dict):
+        out: dict[str, float | int] = {}
+        for key, value in tree.items():
+            out |= _numbers(value, f"{prefix}_{key}" if prefix else str(key))
+        return out
+    if isinstance(tree, int | float) and not isinstance(tree, bool) and math.isfinite(tree):
+        return {prefix: tree}
+    return {}
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the report stage writes and logs."""
+
+    cells: pd.DataFrame  # cells.csv: one row per cell, every column
+    cells_columns: tuple[str, ...]  # what cells.md shows
+    board: Board  # leaderboard.{md,tex,html,csv}
+    full: pd.DataFrame  # leaderboard_full.csv
+    comparison: pd.DataFrame  # comparison.csv
+    papers_md: str
+    papers: pd.DataFrame
+    history: pd.DataFrame  # history.csv (DVC plots)
+    figures: tuple[figures.FigureSpec, ...]
+    summary: Summary
+    mlflow: dict[str, list[tuple[str, float]]]  # cell id -> (registry name, value)
+
+    level: float = 0.95  # of every interval (report.level)
+
+    @property
+    def failed(self) -> int:
+        return self.summary.failed
+
+
+def _comparison(cells: pd.DataFrame, params: Params) -> pd.DataFrame:
+    cfg = params.report
+    empty = pd.DataFrame(columns=["loss", *RESULT_COLUMNS])
+    if "loss" not in cells or cfg.baseline not in set(cells.loss) or "seed" not in cells:
+        return empty
+    pair_on = [a for a in cfg.group_by if a in cells and a != "loss"]
+    metrics = [m for m in cfg.metrics if m in metrics_in(cells)]
+    try:
+        return compare_to_baseline(cells, cfg.baseline, "loss", pair_on, metrics, cfg.level,
+                                   cfg.alpha)
+    except ValueError:  # cells of a setting cannot be paired (an axis outside group_by varies)
+        return empty
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _summary(cells: pd.DataFrame, board: Board, claims: list[dict[str, Any]],
+             level: float) -> Summary:
+    ok = ok_cells(cells)
+    mean, best = {}, {}
+    for m in board.columns:
+        if ok[m.name].notna().any():
+            mean[m.name] = round(float(ok[m.name].mean()), 6)
+            if m.ranked:
+                row = ok.loc[ok[m.name].idxmax() if m.higher else ok[m.name].idxmin()]
+                best[m.name] = {"cell_id": row.cell_id, "value": round(float(row[m.name]), 6),
+                                **{a: _plain(row[a]) for a in axes_in(cells)}}
+    return Summary(cells=int(len(cells)), failed=int((cells.status != "ok").sum()), mean=mean,
+                   best=best, best_setting=best_rows(board),
+                   controls=control_summary(cells, level), paper_claims=claims)
+
+
+def _mlflow(cells: pd.DataFrame) -> dict[str, list[tuple[str, float]]]:
+    """Per cell, its registry metrics and their interval bounds under their registry names."""
+    cols = metrics_in(cells)
+    cols += [f"{c}_{end}" for c in cols for end in ("lo", "hi") if f"{c}_{end}" in cells]
+    out = {}
+    for _, row in cells.iterrows():
+        out[str(row.cell_id)] = [(c, float(row[c])) for c in cols
+                                 if not (isinstance(row[c], float) and math.isnan(row[c]))]
+    return out
+
+
+def _history(history: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:
+    """history.csv (a DVC plot): per loss variant (``series``) and epoch, the median over its
+    cells of each ``train_<column>``, and how many cells that is."""
+    columns = ["series", "epoch", "train_loss", "cells"]
+    if history.empty:
+        return pd.DataFrame(columns=columns)
+    out = history.rename(columns={c: f"train_{c}" for c in history.columns
+                                  if c not in ("epoch", "cell_id")}).merge(grid, on="cell_id",
+                                                                          how="left")
+    series = out.loss.where(out.get("objective", "contrastive") != "supervised", "supervised")
+    values = [c for c in out.columns if c.startswith("train_")]
+    grouped = out.assign(series=series).groupby(["series", "epoch"], sort=True)
+    return grouped[values].median().join(grouped.size().rename("cells")).reset_index()
+
+
+def _asks_for_probe(cfg: Any) -> bool:
+    names = [*cfg.columns, *cfg.metrics]
+    return any(n.endswith("linear_probe") or "weighted_knn_" in n for n in names)
+
+
+def build(inputs: Inputs) -> Report:
+    """Every table, figure spec and metric of the report, from the stage tables."""
+    params = inputs.params
+    cfg = params.report
+    cells = leaderboard.join(inputs.grid, inputs.records, inputs.stats, inputs.search,
+                             params.train.epochs, inputs.bounds, inputs.params_hash, cfg.level,
+                             cfg.primary)
+    cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)
+    comparison = _comparison(cells, params)
+    board = make_board(cells, cfg, params.data.name, comparison=comparison)
+    if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
+        board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
+                                      f"computed, {params.data.name} has no class labels."))
+    section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level)
+    first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
+    best = board.table.iloc[list(first)]
+    primary = board.primary.name if board.primary is not None else None
+    specs = figures.plan(cells, inputs.stats, inputs.bounds, best, primary, cfg.level)
+    shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
+    return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
+                  full=full_table(cells, cfg), comparison=comparison, papers_md=section,
+                  papers=paper_rows, history=_history(inputs.history, inputs.grid),
+                  figures=tuple(specs), summary=_summary(cells, board, claims, cfg.level),
+                  level=cfg.level,
+                  mlflow=_mlflow(cells))
+

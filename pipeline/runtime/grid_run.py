@@ -1,0 +1,159 @@
+"""Train a grid against the cell store: what is done, stale, failed or to train; claims; MLflow.
+
+:func:`plan` looks at the store for every cell of the grid (its current version: the code
+fingerprint and the dataset hash) and decides:
+
+- ``done``: the current version is intact in the store — reused, whoever trained it;
+- ``failed``: the current version failed by itself before — not retried until the cell's
+  config or version changes (a lost worker is not such a failure: it leaves no record);
+- ``stale``: only another version is done (other code or data) — with
+  ``train.on_code_change: keep`` that version is used and marked stale; with ``retrain`` the
+  cell is trained anew beside it; with ``fail`` the stage stops before any work;
+- ``train``: nothing usable — trained.
+
+:func:`train` claims the cells to train (:mod:`pipeline.runtime.claims`), runs them, logs each to
+MLflow before releasing its claim, and waits for cells another live driver is training.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipeline.fingerprint import code_fingerprint
+from pipeline.grid import Cell
+from pipeline.runtime.cells import CellOutcome
+from pipeline.runtime.claims import Claims
+from pipeline.runtime.storage import Dir, Location
+from pipeline.runtime.store import (
+    CellState,
+    cell_folder,
+    inspect,
+    read_record,
+    version_of,
+    versions,
+)
+
+POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cell of the grid and what the store holds for it."""
+
+    cell: Cell
+    version: str  # the current version (code fingerprint + dataset hash)
+    folder: Dir  # the folder whose files the later stages read
+    action: str  # done | failed | stale | train
+    record: Mapping[str, Any] = field(default_factory=dict)
+    used_version: str = ""  # the version in ``folder`` (another one when kept stale)
+    changed: tuple[str, ...] = ()  # modules whose code differs from the stale version's
+    problem: str = ""  # why a present version is not reusable (damaged files, ...)
+
+    @property
+    def key(self) -> str:
+        return f"{self.cell.cell_id}/{self.version}"
+
+
+def _changed(cell: Cell, record: Mapping[str, Any]) -> tuple[str, ...]:
+    recorded = record.get("code_fingerprint") or {}
+    changed = code_fingerprint(cell).changed(recorded) if isinstance(recorded, Mapping) else []
+    return tuple(changed) or ("dataset",)
+
+
+def plan(cells: Sequence[Cell], root: Location, dataset_hash: str, snapshot_epochs: Sequence[int],
+         on_code_change: str) -> list[Entry]:
+    """The action for every cell (see the module docstring)."""
+    entries = []
+    for cell in cells:
+        version = version_of(code_fingerprint(cell).digest, dataset_hash)
+        folder = cell_folder(root, cell.cell_id, version)
+        state = inspect(folder, snapshot_epochs)
+        entry = Entry(cell, version, folder, "train", state.record, version, problem=state.problem)
+        if state.status in ("done", "failed"):
+            entry = replace(entry, action=state.status)
+        else:
+            other = next((v for v in versions(root, cell.cell_id) if v != version and inspect(
+                cell_folder(root, cell.cell_id, v), snapshot_epochs).status == "done"), None)
+            if other is not None:
+                old = read_record(cell_folder(root, cell.cell_id, other)) or {}
+                entry = replace(entry, changed=_changed(cell, old), action="stale")
+                if on_code_change == "keep":
+                    entry = replace(entry, folder=cell_folder(root, cell.cell_id, other),
+                                    record=old, used_version=other)
+        entries.append(entry)
+    return entries
+
+
+def stale_summary(entries: Sequence[Entry]) -> str:
+    """'N cells trained by other code (modules ...)', for messages."""
+    stale = [e for e in entries if e.action == "stale"]
+    modules = sorted({m for e in stale for m in e.changed})
+    return f"{len(stale)} cells were trained by other code or data (changed: {', '.join(modules)})"
+
+
+Runner = Callable[[Sequence[Entry], Callable[[Entry, CellOutcome], None]], list[CellOutcome]]
+
+
+def train(todo: Sequence[Entry], claims: Claims, run: Runner,
+          on_done: Callable[[Entry, CellOutcome], None],
+          reinspect: Callable[[Entry], CellState]) -> tuple[dict[str, CellOutcome],
+                                                             dict[str, CellOutcome]]:
+    """Train ``todo`` under claims: cells another live driver holds are waited for, then reused
+    if it finished them (or trained here if it died). ``on_done`` runs in the driver as each of
+    this driver's cells finishes, before its claim is released.
+
+    Returns (the cells this driver trained, the cells another driver trained meanwhile).
+    """
+    outcomes: dict[str, CellOutcome] = {}
+    reused: dict[str, CellOutcome] = {}
+    pending = list(todo)
+    announced: set[str] = set()
+    while pending:
+        mine = [e for e in pending if claims.try_claim(e.key)]
+        others = [e for e in pending if e not in mine]
+
+        def finished(entry: Entry, outcome: CellOutcome) -> None:
+            try:
+                on_done(entry, outcome)
+            finally:
+                claims.release(entry.key)
+
+        for outcome in run(mine, finished):
+            outcomes[outcome.cell_id] = outcome
+        pending = []
+        for entry in others:
+            holder = claims.holder(entry.key)
+            if holder is not None:
+                if holder.driver not in announced:
+                    announced.add(holder.driver)
+                    print(f"train: waiting for cells that driver {holder.driver} (pid "
+                          f"{holder.pid} on {holder.host}) is training", file=sys.stderr)
+                pending.append(entry)
+                continue
+            state = reinspect(entry)
+            if state.status == "todo":
+                pending.append(entry)  # its driver died before finishing: claim it next round
+            else:
+                reused[entry.cell.cell_id] = CellOutcome(
+                    entry.cell.cell_id, "ok" if state.status == "done" else "failed",
+                    str(state.record.get("reason", "")), record=dict(state.record))
+        if pending and not mine:
+            time.sleep(POLL_SECONDS)
+    return outcomes, reused
+
+
+def manifest_row(entry: Entry, status: str, reason: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of ``data/grid.json``."""
+    fingerprint = record.get("code_fingerprint") or {}
+    return {"cell_id": entry.cell.cell_id, "status": status, "reason": reason,
+            "version": entry.used_version, "path": str(entry.folder),
+            "stale": entry.action == "stale" and entry.used_version != entry.version,
+            "stale_because": ", ".join(entry.changed) if entry.action == "stale" else "",
+            "code_fingerprint": fingerprint.get("digest", "") if isinstance(fingerprint, Mapping)
+            else "", "embeddings_sha256": str(record.get("embeddings_sha256", "")),
+            **entry.cell.grid_values()}
+

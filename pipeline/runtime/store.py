@@ -1,0 +1,140 @@
+"""The cell store: one place every workspace of the project reads and writes finished cells.
+
+A cell is addressed by its config (``cell_id``) and its *version*: the fingerprint of the code
+that trains it together with the dataset's content hash. Its files live in
+``<store>/cells/<cell_id>/<version>/``; another version of the same cell (older code, other
+data) sits beside it, so branches, DVC experiments (``--temp``, ``--queue``) and clones that
+share a store never overwrite each other's cells, and each finds the cells it can reuse.
+
+The store is ``compute.storage`` when set (any ``pyarrow.fs`` URI), else ``$CBENCH_STORE``, else
+a per-user cache (``$XDG_CACHE_HOME/contrastive-bench``, by default
+``~/.cache/contrastive-bench``), shared by every clone on the machine. The project root — where
+``mlruns.db`` lives — is the DVC root, also from inside an experiment's temporary copy.
+
+A cell is *done* when its ``cell.json`` says ok and every file it lists has the size and SHA-256
+it recorded (a truncated or corrupted file makes it incomplete: it is retrained). A cell that
+failed by itself (a NaN loss, an exception in its own code) records the failure and is not
+retried until its config or version changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.runtime import storage
+from pipeline.runtime.storage import Dir, Location
+
+EXPERIMENT_COPY = "/.dvc/tmp/exps/"  # where DVC runs --temp and --queue experiments
+
+
+def project_root() -> Path:
+    """The project's root: ``$DVC_ROOT`` (set by DVC for every stage, the original repository's
+    root also inside an experiment's temporary copy), else the folder above an experiment copy,
+    else the working directory."""
+    if os.environ.get("DVC_ROOT"):
+        return Path(os.environ["DVC_ROOT"]).resolve()
+    cwd = str(Path.cwd().resolve())
+    if EXPERIMENT_COPY in cwd + "/":
+        return Path((cwd + "/").split(EXPERIMENT_COPY)[0])
+    return Path(cwd)
+
+
+def default_store() -> Path:
+    """``$CBENCH_STORE``, else ``$XDG_CACHE_HOME/contrastive-bench`` (``~/.cache/...``)."""
+    if os.environ.get("CBENCH_STORE"):
+        return Path(os.environ["CBENCH_STORE"]).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser().resolve() / "contrastive-bench"
+
+
+def store_root(storage_uri: str | None) -> Dir:
+    """``compute.storage`` when set, else :func:`default_store`."""
+    return storage.location(storage_uri) if storage_uri else default_store()
+
+
+def version_of(code_digest: str, dataset_hash: str) -> str:
+    """12 hex digits naming the code and data that train a cell."""
+    return hashlib.sha256(f"{code_digest}/{dataset_hash}".encode()).hexdigest()[:12]
+
+
+def cell_folder(root: Location, cell_id: str, version: str) -> Dir:
+    return storage.location(root) / cell_id / version
+
+
+def versions(root: Location, cell_id: str) -> list[str]:
+    """The versions of ``cell_id`` in the store that have a ``cell.json``, newest first."""
+    base = storage.location(root) / cell_id
+    found = []
+    for name in storage.list_dir(base):
+        record = read_record(base / name)
+        if record is not None:
+            found.append((str(record.get("finished_at", "")), name))
+    return [name for _, name in sorted(found, reverse=True)]
+
+
+def read_record(folder: Location) -> dict[str, Any] | None:
+    """The cell's ``cell.json``, or None when it is missing or unreadable."""
+    path = storage.location(folder) / "cell.json"
+    try:
+        record = storage.read_json(path)
+    except (FileNotFoundError, OSError, ValueError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def checksums(folder: Location, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{file: {"bytes": size, "sha256": digest}}`` of the named files of a cell folder."""
+    return {name: {"bytes": storage.size(storage.location(folder) / name),
+                   "sha256": storage.file_sha256(storage.location(folder) / name)}
+            for name in names}
+
+
+def verify(folder: Location, recorded: Mapping[str, Mapping[str, Any]]) -> str:
+    """'' when every recorded file has its recorded size and SHA-256, else what is wrong."""
+    for name, expected in sorted(recorded.items()):
+        path = storage.location(folder) / name
+        if not storage.exists(path):
+            return f"{name} is missing"
+        if storage.size(path) != expected["bytes"]:
+            return f"{name} has {storage.size(path)} bytes, {expected['bytes']} recorded"
+        if storage.file_sha256(path) != expected["sha256"]:
+            return f"{name} does not match its recorded SHA-256"
+    return ""
+
+
+@dataclass(frozen=True)
+class CellState:
+    """What the store holds for one version of a cell.
+
+    status: ``done`` (ok and intact), ``failed`` (the cell's own failure, recorded), or
+    ``todo`` (nothing, a half-written attempt, or files that no longer match: ``problem``).
+    """
+
+    status: str
+    record: Mapping[str, Any] = field(default_factory=dict)
+    problem: str = ""
+
+
+def inspect(folder: Location, snapshot_epochs: Sequence[int] = ()) -> CellState:
+    """The state of a cell folder: its record, and whether its files are intact."""
+    record = read_record(folder)
+    if record is None:
+        return CellState("todo", problem="no cell.json" if storage.exists(folder) else "")
+    if record.get("status") == "failed":
+        return CellState("failed", record)
+    if record.get("status") != "ok":
+        return CellState("todo", record, f"cell.json status {record.get('status')!r}")
+    files = record.get("files")
+    if not isinstance(files, Mapping):
+        return CellState("todo", record, "cell.json lists no checksums")
+    missing = [e for e in snapshot_epochs if storage.snapshot_name(e) not in files]
+    if missing:
+        return CellState("todo", record, f"no snapshot for epochs {missing}")
+    problem = verify(folder, files)
+    return CellState("todo" if problem else "done", record, problem)

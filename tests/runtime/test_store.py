@@ -1,0 +1,136 @@
+"""The cell store: versions, intact cells, damaged files, staging, claims, the project root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from pipeline.runtime import storage, store
+from pipeline.runtime.claims import Claims, Holder
+
+
+def _cell(folder, status="ok", files=None, finished=1.0):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in (files or {}).items():
+        (folder / name).write_bytes(data)
+    record = {"status": status, "finished_at": finished, "reason": "" if status == "ok" else "x"}
+    if status == "ok":
+        record["files"] = store.checksums(folder, sorted(files or {}))
+    storage.atomic_write_json(folder / "cell.json", record)
+
+
+def test_inspect_done_failed_and_missing(tmp_path):
+    assert store.inspect(tmp_path / "nothing").status == "todo"
+    _cell(tmp_path / "a", files={"embeddings.parquet": b"abc" * 100})
+    assert store.inspect(tmp_path / "a").status == "done"
+    _cell(tmp_path / "f", status="failed")
+    assert store.inspect(tmp_path / "f").status == "failed"
+    (tmp_path / "half").mkdir()
+    assert store.inspect(tmp_path / "half") == store.CellState("todo", problem="no cell.json")
+
+
+def test_a_truncated_or_altered_file_makes_the_cell_todo(tmp_path):
+    _cell(tmp_path / "a", files={"embeddings.parquet": b"abc" * 100, "model.safetensors": b"w" * 9})
+    (tmp_path / "a" / "embeddings.parquet").write_bytes(b"abc" * 50)
+    state = store.inspect(tmp_path / "a")
+    assert state.status == "todo" and "embeddings.parquet has 150 bytes, 300 recorded" in state.problem
+    (tmp_path / "a" / "embeddings.parquet").write_bytes(b"abd" * 100)  # same size, other bytes
+    assert "does not match its recorded SHA-256" in store.inspect(tmp_path / "a").problem
+    (tmp_path / "a" / "embeddings.parquet").unlink()
+    assert store.inspect(tmp_path / "a").problem == "embeddings.parquet is missing"
+
+
+def test_a_requested_snapshot_must_be_recorded(tmp_path):
+    _cell(tmp_path / "a", files={"embeddings.parquet": b"z", "embeddings_e0000.parquet": b"y"})
+    assert store.inspect(tmp_path / "a", [0]).status == "done"
+    assert store.inspect(tmp_path / "a", [0, 5]).problem == "no snapshot for epochs [5]"
+
+
+def test_versions_are_listed_newest_first(tmp_path):
+    _cell(tmp_path / "c1" / "old", finished=1.0)
+    _cell(tmp_path / "c1" / "new", finished=2.0)
+    (tmp_path / "c1" / "broken").mkdir()
+    assert store.versions(tmp_path, "c1") == ["new", "old"]
+    assert store.versions(tmp_path, "nope") == []
+
+
+def test_publish_replaces_the_folder_in_one_rename(tmp_path):
+    final = tmp_path / "c" / "v"
+    work = storage.staging_dir(final)
+    (work / "x").write_text("new")
+    final.mkdir(parents=True)
+    (final / "x").write_text("old")
+    storage.publish_dir(work, final)
+    assert (final / "x").read_text() == "new" and sorted(os.listdir(tmp_path / "c")) == ["v"]
+
+
+def test_project_root_from_dvc_and_from_an_experiment_copy(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    copy = tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "standalone" / "tmpabc"
+    copy.mkdir(parents=True)
+    monkeypatch.chdir(copy)
+    assert store.project_root() == (tmp_path / "repo").resolve()
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "elsewhere"))
+    assert store.project_root() == (tmp_path / "elsewhere").resolve()
+
+
+def test_default_store(monkeypatch, tmp_path):
+    monkeypatch.setenv("CBENCH_STORE", str(tmp_path / "s"))
+    assert store.store_root(None) == tmp_path / "s"
+    monkeypatch.delenv("CBENCH_STORE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert store.store_root(None) == tmp_path / "cache" / "contrastive-bench"
+    assert str(store.store_root("s3://bucket/prefix")) == "s3://bucket/prefix"
+
+
+def test_a_live_claim_blocks_and_a_released_one_does_not(tmp_path):
+    with Claims(tmp_path) as a, Claims(tmp_path) as b:
+        assert a.try_claim("c/v") and a.try_claim("c/v")  # idempotent for the holder
+        assert not b.try_claim("c/v")
+        assert b.holder("c/v").driver == a.me.driver
+        a.release("c/v")
+        assert b.holder("c/v") is None and b.try_claim("c/v")
+    assert not (tmp_path / "claims" / "c-v.json").exists()  # released on exit
+
+
+def test_a_dead_drivers_claim_is_taken_over(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    with Claims(tmp_path) as mine:
+        ghost = Holder("ghost", mine.me.host, int(dead.stdout), time.time())
+        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", ghost.__dict__)
+        assert mine.holder("c/v") is None  # its process is gone
+        assert mine.try_claim("c/v")
+
+
+def test_a_silent_driver_on_another_host_times_out(tmp_path):
+    with Claims(tmp_path, ttl=0.5) as mine:
+        other = Holder("far", "another-host", 1, time.time() - 60)
+        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", other.__dict__)
+        storage.atomic_write_json(tmp_path / "claims" / "drivers" / "far.json",
+                                  {**other.__dict__, "beat": time.time()})
+        assert not mine.try_claim("c/v")  # it beats
+        time.sleep(0.7)
+        assert mine.try_claim("c/v")  # it stopped beating
+
+
+def test_concurrent_claims_have_one_winner(tmp_path):
+    """Processes that ask at the same moment (released together from a barrier): one wins."""
+    code = ("import os, sys, time; from pipeline.runtime.claims import Claims\n"
+            "with Claims(sys.argv[1]) as c:\n"
+            "    print('ready', flush=True)\n"
+            "    while not os.path.exists(sys.argv[2]): time.sleep(0.01)\n"
+            "    print(int(c.try_claim('cell/v')), flush=True); sys.stdin.read()\n")
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(go)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"
+    go.touch()
+    wins = [int(p.stdout.readline()) for p in procs]  # all hold on until their stdin closes
+    for p in procs:
+        p.communicate(timeout=60)
+    assert sum(wins) == 1

@@ -1,0 +1,60 @@
+"""report.level travels from the stats stage through the Dask graph into the stats table."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+import stages.stats
+from pipeline.config import from_mapping
+from pipeline.runtime import storage
+from pipeline.runtime.dask_ops import INTERVAL_LEVEL, stats_graph
+
+STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
+
+
+def _bounds(path, cfg, level):
+    graph = stats_graph({("c", 2): path}, cfg, level=level)
+    (results,) = dask.compute(graph, scheduler="synchronous")  # no cluster needed
+    return results[("c", 2, "raw")][2]
+
+
+def test_graph_intervals_follow_the_level(tmp_path, tiny_params):
+    z = np.random.default_rng(0).normal(size=(300, 6)).astype(np.float32)
+    path = tmp_path / "c.parquet"
+    storage.write_table(storage.embeddings_table({0: z, 1: z}, None, {"cell_id": "c"}), path)
+    tiny_params["stats"].update(bootstrap=100, projections=0, null_draws=0)
+    cfg = from_mapping(tiny_params).stats
+    bounds = {lv: _bounds(path, cfg, lv) for lv in (0.9, 0.95, 0.99)}
+    for lv, row in bounds.items():
+        assert row[INTERVAL_LEVEL] == lv
+    for s in STATS:
+        w = {lv: row[f"{s}_hi"] - row[f"{s}_lo"] for lv, row in bounds.items()}
+        assert w[0.9] < w[0.95] < w[0.99], s  # same resamples at every level: strictly nested
+    for lv in (0.9, 0.99):  # AD Avg: a t-interval over the 6 coordinates
+        ratio = sps.t.ppf((1 + lv) / 2, 5) / sps.t.ppf(0.975, 5)
+        w = {k: bounds[k]["ad_mean_hi"] - bounds[k]["ad_mean_lo"] for k in (lv, 0.95)}
+        assert w[lv] / w[0.95] == pytest.approx(ratio, rel=1e-12)
+    with pytest.raises(ValueError, match=r"level = 1.0: confidence level must be in \(0, 1\)"):
+        stats_graph({("c", 2): path}, cfg, level=1.0)
+
+
+def test_stage_passes_report_level(tiny_params, monkeypatch):
+    tiny_params["report"]["level"] = 0.9
+    params = from_mapping(tiny_params)
+    seen = {}
+
+    def fake_compute(paths, cfg, compute_cfg, *, level):
+        seen["level"] = level
+        return pd.DataFrame({"cell_id": [], "status": [], "representation": []}), pd.DataFrame()
+
+    monkeypatch.setattr(stages.stats, "resolved_params", lambda: params)
+    monkeypatch.setattr(stages.stats, "read_grid",
+                        lambda: pd.DataFrame({"cell_id": ["a"], "status": ["ok"], "reason": [""]}))
+    monkeypatch.setattr(stages.stats, "compute_stats", fake_compute)
+    monkeypatch.setattr(stages.stats.storage, "write_frame", lambda frame, path: None)
+    assert stages.stats.main([]) == 0
+    assert seen["level"] == 0.9

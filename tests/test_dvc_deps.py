@@ -1,0 +1,105 @@
+"""dvc.yaml lists every project module each stage imports (transitively, as Python runs them),
+so a code change reruns every stage it can affect; and every path it lists exists."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+PROJECT = ("pipeline", "stages")
+
+
+def _file(module: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).resolve()
+
+
+def imported_files(module: str) -> set[Path]:
+    """The project's source files that importing ``module`` runs: its imports (also those inside
+    functions, which run when called) and the packages above every module imported."""
+    seen: dict[str, Path] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen or name.split(".")[0] not in PROJECT:
+            continue
+        path = _file(name)
+        if path is None:
+            continue
+        seen[name] = path
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")
+                    base = ".".join(up[: len(up) - node.level + 1] + ([base] if base else []))
+                todo += [base, *(f"{base}.{a.name}" for a in node.names)]
+    return {p for p in seen.values() if not _only_a_docstring(p)}
+
+
+def _only_a_docstring(path: Path) -> bool:
+    """A package marker holding a docstring alone runs no code: it cannot change a result."""
+    body = ast.parse(path.read_text()).body
+    return all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body)
+
+
+def _covered(path: Path, deps: list[str]) -> bool:
+    rel = path.relative_to(ROOT)
+    return any(rel == Path(d) or Path(d) in rel.parents for d in deps)
+
+
+@pytest.mark.parametrize("stage", sorted(DVC))
+def test_every_imported_module_is_a_dependency(stage):
+    spec = DVC[stage]
+    module = spec["cmd"].split("python -m ", 1)[1].split()[0]
+    deps = [next(iter(d)) if isinstance(d, dict) else d for d in spec.get("deps", [])]
+    missing = sorted(str(p.relative_to(ROOT)) for p in imported_files(module)
+                     if not _covered(p, deps))
+    assert not missing, f"dvc.yaml stage {stage!r} misses these deps: {missing}"
+
+
+@pytest.mark.parametrize("stage", sorted(DVC))
+def test_every_listed_dependency_exists(stage):
+    for dep in DVC[stage].get("deps", []):
+        if not dep.startswith("data/"):  # outputs of earlier stages
+            assert (ROOT / dep).exists(), f"{stage}: {dep} does not exist"
+
+
+def test_the_derivation_sees_imports_inside_functions():
+    files = {str(p.relative_to(ROOT)) for p in imported_files("stages.search")}
+    assert "pipeline/runtime/evaluate.py" in files  # imported inside dask_ops's task functions
+    assert "pipeline/search/finite_k.py" in files
+
+
+def test_every_param_a_stage_declares_is_tracked(tmp_path, tiny_params, monkeypatch):
+    """The keys of params.tracked.yaml that stages declare exist in what resolve writes."""
+    from stages import resolve
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
+    monkeypatch.chdir(tmp_path)
+    assert resolve.main(["--params", "params.yaml"]) == 0
+    tracked = yaml.safe_load((tmp_path / "params.tracked.yaml").read_text())
+    for stage, spec in DVC.items():
+        for entry in spec.get("params", []):
+            for key in entry.get("params.tracked.yaml", []):
+                node = tracked
+                for part in key.split("."):
+                    assert part in node, f"{stage}: {key} is not in params.tracked.yaml"
+                    node = node[part]
