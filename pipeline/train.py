@@ -23,7 +23,14 @@ from torch import Tensor, nn
 
 from pipeline.datasets.registry import make_augmenter
 from pipeline.datasets.synthetic import Dataset
-from pipeline.encoders.device import autocast_context, pick_device
+from pipeline.encoders.device import (
+    ComputeMode,
+    apply_compute_mode,
+    cached_compute_mode,
+    encoder_step,
+    pick_device,
+    resolve_compute_mode,
+)
 from pipeline.encoders.registry import make_encoder
 from pipeline.encoders.supervised import classifier_head, supervised_loss
 from pipeline.grid import Cell
@@ -54,6 +61,7 @@ class TrainResult:
     history: list[EpochRecord]
     train_indices: np.ndarray  # rows of the training set this cell saw, (n,)
     snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    compute: ComputeMode | None = None  # the precision and memory format that trained it
 
 
 @dataclass
@@ -166,8 +174,12 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
     snapshots = {0: embed_heldout(state.model, dataset, cell)} if 0 in wanted else {}
     params = state.trainable()
     history: list[EpochRecord] = []
+    mode = compute_mode(cell, state.model if params else None, dataset.input_shape, device)
+    for module in (state.model, state.momentum):
+        if module is not None:
+            apply_compute_mode(module, mode, device)
     if not params:  # a frozen pretrained encoder without a head: export only
-        return TrainResult(state.model, history, rows, snapshots)
+        return TrainResult(state.model, history, rows, snapshots, mode)
     opt_cls = torch.optim.Adam if cell.train.optimizer == "adam" else torch.optim.SGD
     optimizer = opt_cls(params, lr=cell.train.lr)
     gen = torch_generator(cell.seed, cell.cell_id, "train")
@@ -181,12 +193,11 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
             idx = order[first:first + bs]
             tau = (_tau(cell, state, step, cell.train.epochs * per_epoch)
                    if cell.objective == "contrastive" else 0.0)
-            with autocast_context(device, cell.train.precision == "bfloat16"):
-                if cell.objective == "supervised":
-                    assert y is not None
-                    loss = _supervised(state, aug, x, idx, y, gen)
-                else:
-                    loss = _contrastive(cell, state, aug, x, idx, y, gen, step, tau)
+            if cell.objective == "supervised":
+                assert y is not None
+                loss = _supervised(state, aug, x, idx, y, gen)
+            else:
+                loss = _contrastive(cell, state, aug, x, idx, y, gen, step, tau)
             if not torch.isfinite(loss):
                 raise DivergedError(f"loss is {loss.item()} at epoch {epoch}, step {step + 1}")
             optimizer.zero_grad(set_to_none=True)
@@ -199,7 +210,26 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
                                    time.perf_counter() - start))
         if epoch in wanted:
             snapshots[epoch] = embed_heldout(state.model, dataset, cell)
-    return TrainResult(state.model, history, rows, snapshots)
+    return TrainResult(state.model, history, rows, snapshots, mode)
+
+
+def compute_mode(cell: Cell, model: nn.Module | None, input_shape: tuple[int, ...],
+                 device: torch.device) -> ComputeMode:
+    """``train.precision`` / ``train.memory_format`` for this cell; ``auto`` is measured once per
+    (architecture, options, input shape, embedding size, batch size, device, threads) and process."""
+    t = cell.train
+
+    def resolve() -> ComputeMode:
+        step = None if model is None else encoder_step(model, input_shape, t.batch_size, device)
+        return resolve_compute_mode(t.precision, t.memory_format, device, step,
+                                    len(input_shape) == 3, t.batch_size)
+
+    if model is None or "auto" not in (t.precision, t.memory_format):
+        return resolve()
+    key = (cell.arch, tuple(sorted((k, str(v)) for k, v in cell.arch_options.items())),
+           tuple(input_shape), cell.embed_dim, t.batch_size, t.precision, t.memory_format,
+           str(device), torch.get_num_threads())
+    return cached_compute_mode(key, resolve)
 
 
 @torch.no_grad()

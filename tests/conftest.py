@@ -42,6 +42,11 @@ def pytest_report_header(config: pytest.Config) -> str:
     source = f"{THREADS_ENV}" if os.environ.get(THREADS_ENV, "").strip() else "default"
     return f"torch intra-op threads: {torch.get_num_threads()} ({source})"
 
+# Ray reads its single-machine switch once, when it is imported, and test modules import ray
+# before the pipeline does: set it here, first, so that every local Ray instance and simulated
+# cluster of the tests binds 127.0.0.1 (pipeline/runtime/executor.py explains the switch).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 TINY: dict[str, Any] = {
     "data": {"name": "laplace", "n_train": 600, "n_heldout": 200, "seed": 0,
              "options": {"input_dim": 16}},

@@ -2,35 +2,81 @@
 
 Shared inputs (the dataset) go to the object store once. Application errors are never retried
 (``run_cell`` records them); ``max_retries`` only covers lost workers and nodes.
+
+A local Ray instance binds every process to 127.0.0.1 through public means only. Ray picks a
+node's address once per process, when ``ray`` is imported: the machine's external address,
+unless the environment variable ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is ``0`` — Ray's
+documented switch for its single-machine mode (the default on macOS and Windows), in which the
+node address (``ray.util.get_node_ip_address()``), the GCS, raylet, workers and agents are all
+on the loopback address. This module sets it before its own ``import ray`` unless the process is
+pointed at a cluster (``RAY_ADDRESS`` set: a KubeRay pod, a Ray job), so the pipeline's stages,
+which import Ray here first, start local instances on 127.0.0.1 with a plain
+``ray.init(address="local")``; every process Ray starts inherits it. A process that imported Ray
+earlier (a test session) must set the variable itself before that import (tests/conftest.py
+does); :func:`loopback_only` says so instead of starting Ray on another address.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import ray
-from tqdm import tqdm
+SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+if not os.environ.get("RAY_ADDRESS"):
+    os.environ.setdefault(SINGLE_MACHINE_ENV, "0")  # read by `import ray`, just below
 
-from pipeline.config import Cell, ComputeConfig
-from pipeline.datasets import Dataset
-from pipeline.plugins import load_plugins
-from pipeline.runtime.cells import CellOutcome, run_cell
+import ray  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from pipeline.config import Cell, ComputeConfig  # noqa: E402
+from pipeline.datasets import Dataset  # noqa: E402
+from pipeline.plugins import load_plugins  # noqa: E402
+from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
+_local = {"started": False}  # whether this process's Ray instance is one start_local() made
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def loopback_only() -> None:
-    """Make a local Ray instance bind every server to 127.0.0.1.
+    """Check that Ray, in this process, puts a new local node on the loopback address.
 
-    Ray replaces a loopback ``node_ip_address`` by the machine's external address unless it runs
-    in single-machine mode, the mode it uses on macOS and Windows. The flag is read from the
-    environment by the processes Ray starts, and was read at import time by this one.
+    Sets :data:`SINGLE_MACHINE_ENV` for the processes started from here on, and raises when
+    Ray was imported before it was set (the setting is read once, at import).
     """
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ.setdefault(SINGLE_MACHINE_ENV, "0")
+    address = ray.util.get_node_ip_address()  # a new local node's address, while not connected
+    if not ray.is_initialized() and not _is_loopback(address):
+        raise RuntimeError(
+            f"a local Ray node would listen on {address}, not on {LOOPBACK}: Ray was imported "
+            f"before {SINGLE_MACHINE_ENV}=0 was set (Ray reads it once, at import). Set it in the "
+            "environment of the process, or import pipeline.runtime.executor before ray")
+
+
+def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """A new local Ray instance on 127.0.0.1, sized by Ray's own (cgroup-aware) detection.
+
+    ``num_cpus`` / ``num_gpus``: logical counts instead (tests use them to simulate GPUs).
+    ``address="local"``: never attach to an instance someone else started on this machine.
+    """
+    loopback_only()
+    ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,
+             log_to_driver=False)
+    nodes = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+    if not all(_is_loopback(a) for a in nodes):  # the invariant DESIGN.md states; never silent
+        ray.shutdown()
+        raise RuntimeError(f"the local Ray instance listens on {sorted(nodes)}, not {LOOPBACK}")
+    _local["started"] = True
 
 
 def init_ray(compute: ComputeConfig) -> None:
@@ -40,11 +86,31 @@ def init_ray(compute: ComputeConfig) -> None:
     address = compute.ray_address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
+        _local["started"] = False
     else:
-        loopback_only()
-        # address="local": always a new instance, never a cluster another process started here
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False, _node_ip_address=LOOPBACK)
+        start_local()
+
+
+def check_resources(compute: ComputeConfig) -> None:
+    """Ray gives a task a share of one GPU or whole GPUs: ``num_gpus`` above 1 must be whole."""
+    g = compute.num_gpus
+    if g > 1 and not float(g).is_integer():
+        raise ValueError(f"compute.num_gpus = {g}: above 1 it must be a whole number of GPUs "
+                         f"(e.g. {math.floor(g)} or {math.ceil(g)}); below 1 a fraction packs "
+                         "several cells onto one GPU (0.25: four per GPU)")
+
+
+def check_gpus_exist(compute: ComputeConfig) -> None:
+    """On a local instance, cells asking for GPUs that it lacks would wait forever: refuse them.
+
+    (A cluster's autoscaler may still add GPU nodes, so there the cells are left to wait.)
+    """
+    have = ray.cluster_resources().get("GPU", 0.0)
+    if _local["started"] and compute.num_gpus > have:
+        raise ValueError(f"compute.num_gpus = {compute.num_gpus}: the local Ray instance has "
+                         f"{have:g} GPUs, so no cell could ever start; set compute.num_gpus: 0 "
+                         "to train here (train.device: auto or cpu), or point "
+                         "compute.ray_address / RAY_ADDRESS at a cluster with GPU nodes")
 
 
 def _task(cell: Cell, dataset: Dataset, folder: str, meta: Mapping[str, Any], threads: int,
@@ -61,7 +127,9 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
     each one finishes. ``metas``: each cell's record fields (git commit, version, fingerprint)."""
     if not cells:
         return []
+    check_resources(compute)
     init_ray(compute)
+    check_gpus_exist(compute)
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
