@@ -50,7 +50,7 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
 
 
 def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
-                   snapshot_epochs: Sequence[int]) -> list[dict[str, float]]:
+                   snapshot_epochs: Sequence[int]) -> tuple[list[dict[str, float]], Any]:
     result = train_cell(cell, dataset, snapshot_epochs)
     storage.atomic_write_bytes(out / "model.safetensors", weights.to_bytes(result.model, cell))
     file_meta = {"cell_id": cell.cell_id, "config": json.dumps(cell.config(), sort_keys=True),
@@ -64,8 +64,9 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
                                      {**file_meta, "epoch": str(cell.train.epochs)})
     storage.write_table(table, out / "embeddings.parquet")
     history = [asdict(h) for h in result.history]
+    compute = result.compute.as_record() if result.compute is not None else None
     storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.cell_id), out / "history.parquet")
-    return history
+    return history, compute
 
 
 def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mapping[str, Any],
@@ -92,8 +93,9 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     work = storage.staging_dir(final)
     start, started = time.perf_counter(), time.time()
     history: list[dict[str, float]] = []
+    compute = None
     try:
-        history = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
+        history, compute = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
         status, reason = "ok", ""
     except DivergedError as err:
         status, reason = "failed", f"diverged: {err}"
@@ -102,6 +104,7 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
         reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
     wall = time.perf_counter() - start
     record = _record(cell, status, reason, started, wall, meta, history)
+    record["compute"] = compute  # the precision and memory format that trained it (auto: measured)
     if status == "ok":
         names = sorted(n for n in storage.list_dir(work) if not n.startswith("."))
         record["files"] = checksums(work, names)

@@ -168,6 +168,8 @@ def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, An
     metrics.append(("wall_seconds", float(record.get("wall_seconds") or 0.0), 0))
     reason = str(record.get("reason", ""))
     tags = {**tags, **({"failure_reason": reason[:5000]} if reason else {})}
+    compute = record.get("compute") or {}
+    tags |= {k: str(compute[k]) for k in ("precision", "memory_format") if k in compute}
     tracker.log(run_id, params=flatten("", record["config"]), metrics=metrics, tags=tags)
     data = record["config"]["data"]
     tracker.client.log_inputs(run_id, [DatasetInput(
