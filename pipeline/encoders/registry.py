@@ -63,36 +63,33 @@ class ResnetOptions:
     small_stem: bool = option(True, "3×3 stride-1 first convolution and no max-pool (8–32 px images)")
 
 
-def _weights_given(options: Any) -> None:
-    if options.weights is REQUIRED:
-        raise OptionError("weights", None, "a path to a local weights file is required "
-                          "(nothing is downloaded)")
-
-
 @dataclass(frozen=True)
-class ClipOptions:
-    model: Annotated[str, Len(1)] = option("ViT-B-32", "an open_clip model name or a local .json config")
-    weights: str | None = option(REQUIRED, "path to the local weights (a whole CLIP or its image tower)")
+class PretrainedOptions:
+    """What CLIP and DINO towers share: a local weights file, the head, freezing, input norm."""
+
+    weights: str | None = option(REQUIRED, "path to the local weights file (nothing is "
+                                           "downloaded)")
     head: Literal["linear", "none"] = option("linear", "a trained linear head to embed_dim, or none")
     freeze: bool = option(True, "keep the pretrained tower fixed")
     normalize: bool = option(True, "apply the model's input mean/std")
+
+    def __post_init__(self) -> None:
+        if self.weights is REQUIRED:
+            raise OptionError("weights", None, "a path to a local weights file is required "
+                              "(nothing is downloaded)")
+
+
+@dataclass(frozen=True)
+class ClipOptions(PretrainedOptions):
+    model: Annotated[str, Len(1)] = option("ViT-B-32", "an open_clip model name or a local .json "
+                                                       "config (a whole CLIP or its image tower)")
     quick_gelu: bool = option(False, "QuickGELU activations (OpenAI's original weights)")
 
-    def __post_init__(self) -> None:
-        _weights_given(self)
-
 
 @dataclass(frozen=True)
-class DinoOptions:
+class DinoOptions(PretrainedOptions):
     model: Annotated[str, Len(1)] = option("vit_small_patch16_224.dino", "a timm model name (with tag)")
-    weights: str | None = option(REQUIRED, "path to the local weights")
-    head: Literal["linear", "none"] = option("linear", "a trained linear head to embed_dim, or none")
-    freeze: bool = option(True, "keep the pretrained tower fixed")
-    normalize: bool = option(True, "apply the model's input mean/std")
     model_kwargs: dict[str, Any] = option({}, "extra keyword arguments of timm.create_model")
-
-    def __post_init__(self) -> None:
-        _weights_given(self)
 
 
 SIMPLE, RESNET, PRETRAINED = ("pipeline.encoders.simple",), ("pipeline.encoders.resnet",), \

@@ -16,16 +16,13 @@ prefix there).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from pipeline.runtime import storage
@@ -60,7 +57,6 @@ class Claims:
         self.held: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._local = not storage.is_uri(store) or str(store).startswith("file://")
 
     # --- heartbeat -------------------------------------------------------------------------
     def _heartbeat_path(self, driver: str) -> Location:
@@ -94,19 +90,9 @@ class Claims:
     def _path(self, key: str) -> Location:
         return self.folder / (key.replace("/", "-") + ".json")
 
-    @contextlib.contextmanager
-    def _mutex(self) -> Iterator[None]:
-        if not self._local:
-            yield
-            return
-        lock = Path(str(self.folder).removeprefix("file://")) / ".lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+    def _mutex(self) -> contextlib.AbstractContextManager[None]:
+        local = storage.local_path(self.folder)
+        return storage.exclusive(local / ".lock") if local is not None else contextlib.nullcontext()
 
     def _read(self, key: str) -> Holder | None:
         try:

@@ -13,13 +13,15 @@ last, so a reader never takes a half-written cell for a done one.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +147,19 @@ def publish_dir(work: Location, final: Location) -> None:
         os.rename(staged, local)
     except OSError:  # published meanwhile by another writer: keep theirs
         shutil.rmtree(staged, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """An exclusive ``flock`` of the file ``lock`` (created), held while the block runs; the OS
+    releases it if the process dies."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def remove_file(path: Location) -> None:

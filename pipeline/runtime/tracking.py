@@ -11,11 +11,10 @@ as an input; the experiment opens in the UI's model-training view. Metrics go in
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,27 +29,20 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_TYPE,
 )
 
+from pipeline.runtime.storage import exclusive
+
 _BATCH = 900  # below MLflow's 1000-entity limit per log_batch
 _PAGE = 10_000  # runs per search_runs page
 # MLflow 3 opens an experiment without this tag on its GenAI overview
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
-@contextlib.contextmanager
-def _first_use(uri: str) -> Iterator[None]:
+def _first_use(uri: str) -> contextlib.AbstractContextManager[None]:
     """An exclusive lock beside a local SQLite store while a client creates its tables and the
     experiment (two drivers creating one database at once break its schema migration)."""
     if not uri.startswith("sqlite:///"):
-        yield
-        return
-    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+        return contextlib.nullcontext()
+    return exclusive(Path(uri.removeprefix("sqlite:///") + ".lock"))
 
 
 class Tracker:
