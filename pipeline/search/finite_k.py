@@ -27,6 +27,7 @@ from scipy import stats as sps
 from pipeline.search.crn import RESOLVED_Z, CRNSweep
 from pipeline.search.cross_entropy import RiskEstimate, SearchCE, population_risk
 from pipeline.search.kernels import check_tau
+from pipeline.stats.uncertainty import check_level
 
 
 def _check_k(k: Any, name: str = "k") -> int:
@@ -274,8 +275,7 @@ def fit_loglog_slope(k: Any, gap: Any, gap_se: Any = None, level: float = 0.95,
     noise) but tested instead: ``lack_of_fit_p``. Pass gap_se or gap_cov, not both.
     ``k_min``, ``k_max``: the fit range (inclusive; None: unbounded).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level = {level}: confidence level must be in (0, 1)")
+    check_level(level)
     if gap_cov is not None and gap_se is not None:
         raise ValueError("gap_se and gap_cov: pass one of them (gap_cov's diagonal gives the se)")
     _check_range(k_min, k_max)
