@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from pipeline.datasets.registry import make_augmenter
 from pipeline.datasets.synthetic import Dataset
 from pipeline.encoders.device import autocast_context, pick_device
+from pipeline.encoders.encode import ENCODE_BATCH
 from pipeline.encoders.registry import make_encoder
 from pipeline.encoders.supervised import classifier_head, supervised_loss
 from pipeline.grid import Cell
@@ -33,7 +34,6 @@ from pipeline.losses.schedules import LearnableTemperature, temperature_at
 from pipeline.seeding import numpy_generator, seeded_init, torch_generator
 
 Augmenter = Callable[[Tensor, torch.Generator], Tensor]
-EMBED_BATCH = 1024
 
 
 class DivergedError(RuntimeError):
@@ -212,8 +212,8 @@ def embed_heldout(model: nn.Module, dataset: Dataset, cell: Cell) -> tuple[np.nd
     gen = torch_generator(cell.data.seed, "heldout-view")
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
     z0, z1 = [], []
-    for first in range(0, x.shape[0], EMBED_BATCH):
-        xb = x[first:first + EMBED_BATCH]
+    for first in range(0, x.shape[0], ENCODE_BATCH):
+        xb = x[first:first + ENCODE_BATCH]
         z0.append(model(xb.to(dev)).float().cpu())
         z1.append(model(aug(xb, gen).to(dev)).float().cpu())
     model.train(was_training)
