@@ -97,10 +97,16 @@ def cell_folders(grid: pd.DataFrame | None = None) -> dict[str, Path | ObjectPat
     return {row.cell_id: location(row.path) for row in grid.itertuples() if row.path}
 
 
-def trained_cells(params: Params) -> list[Cell]:
-    """The current grid's cells whose training finished (status ok in ``data/grid.json``)."""
-    grid = read_grid()
-    ok = set(grid.loc[grid.status == "ok", "cell_id"])
+def trained_rows(grid: pd.DataFrame) -> pd.DataFrame:
+    """The manifest rows of the cells whose training finished (status ok): what every stage
+    after ``train`` evaluates."""
+    return grid[grid.status == "ok"]
+
+
+def trained_cells(params: Params, grid: pd.DataFrame | None = None) -> list[Cell]:
+    """The current grid's cells whose training finished (:func:`trained_rows` of ``grid``,
+    default ``data/grid.json``), in the grid's order."""
+    ok = set(trained_rows(read_grid() if grid is None else grid).cell_id)
     return [c for c in expand(params) if c.cell_id in ok]
 
 
