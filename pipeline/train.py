@@ -52,7 +52,6 @@ class EpochRecord:
 class TrainResult:
     model: nn.Module
     history: list[EpochRecord]
-    train_indices: np.ndarray  # rows of the training set this cell saw, (n,)
     snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
@@ -119,18 +118,20 @@ def _contrastive(cell: Cell, state: _State, aug: Augmenter, x: Tensor, idx: Tens
             z2 = state.momentum(v2)
     else:
         z2 = state.model(v2)
-    negatives = None
-    if LOSSES[cell.loss].needs_negatives:
+    spec, negatives = LOSSES[cell.loss], None
+    if spec.needs_negatives:
         b = xb.shape[0]
         if cell.train.negatives == "independent":
             neg_idx = torch.randint(x.shape[0], (b * cell.k,), generator=gen)
             negatives = state.model(aug(x[neg_idx], gen).to(dev)).reshape(b, cell.k, -1)
         else:
             negatives = in_batch_negatives(z2, cell.k, gen)
-    batch = LossBatch(anchor=z1, positive=z2, negatives=negatives,
-                      labels=None if y is None else y[idx].to(dev), queue=state.queue,
-                      generator=gen, step=step)
-    loss = LOSSES[cell.loss].fn(batch, tau, cell.loss_options)
+    labels = None if y is None else y[idx].to(dev)
+    similarity = (spec.similarity(xb.to(dev), labels, cell.loss_options)
+                  if spec.similarity is not None else None)  # X-CLR's graph on the clean inputs
+    batch = LossBatch(anchor=z1, positive=z2, negatives=negatives, labels=labels,
+                      queue=state.queue, generator=gen, similarity=similarity, step=step)
+    loss = spec.fn(batch, tau, cell.loss_options)
     if state.momentum is not None and state.queue is not None:
         state.queue, state.ptr = enqueue(state.queue, F.normalize(z2.detach(), dim=1), state.ptr)
     return loss
@@ -167,7 +168,7 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
     params = state.trainable()
     history: list[EpochRecord] = []
     if not params:  # a frozen pretrained encoder without a head: export only
-        return TrainResult(state.model, history, rows, snapshots)
+        return TrainResult(state.model, history, snapshots)
     opt_cls = torch.optim.Adam if cell.train.optimizer == "adam" else torch.optim.SGD
     optimizer = opt_cls(params, lr=cell.train.lr)
     gen = torch_generator(cell.seed, cell.cell_id, "train")
@@ -199,7 +200,7 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
                                    time.perf_counter() - start))
         if epoch in wanted:
             snapshots[epoch] = embed_heldout(state.model, dataset, cell)
-    return TrainResult(state.model, history, rows, snapshots)
+    return TrainResult(state.model, history, snapshots)
 
 
 @torch.no_grad()
