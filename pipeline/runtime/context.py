@@ -9,6 +9,8 @@ uses and where its folder is.
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -112,3 +114,11 @@ def trained_cells(params: Params, grid: pd.DataFrame | None = None) -> list[Cell
 
 def dataset_path(name: str) -> Path:
     return DATASETS / f"{name}.parquet"
+
+
+def usage_error(stage: str, argv: Sequence[str]) -> int:
+    """Say on stderr that ``stage`` takes no arguments (its settings come from params.yaml, as
+    resolved by ``stages.resolve``); the exit status 2 of a usage error."""
+    print(f"{stage}: takes no arguments (got {list(argv)}); settings come from params.yaml "
+          f"(resolved into {RESOLVED} by `python -m stages.resolve`)", file=sys.stderr)
+    return 2
