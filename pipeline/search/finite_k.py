@@ -143,7 +143,7 @@ def ce_minus_risk_table(ce: SearchCE, risks: Sequence[RiskEstimate], tau: float)
 
 
 @dataclass(frozen=True)
-class CRNRow:
+class CRNRow(GapRow):
     """One k of a common-random-number sweep (`pipeline.search.crn`), with Proposition 1's window.
 
     The fields of `GapRow` (risk, ce and their se on the same draws; gap the control-variate
@@ -153,17 +153,6 @@ class CRNRow:
     and gap_leading, gap_leading_cov: the same for gap − c₂/k² − c₃/k³ (`CRNSweep.leading`).
     """
 
-    k: int
-    risk: float
-    risk_se: float
-    ce: float
-    ce_se: float
-    gap: float
-    gap_se: float
-    paired: bool
-    window_low: float
-    window_high: float
-    inside: bool
     gap_se_pool: float
     k_gap: float
     k_gap_se: float
