@@ -128,7 +128,7 @@ def _dcl_in_batch(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Ten
 
 
 def _weince(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return weince(batch.anchor, batch.positive, _negatives(batch), tau, **options)
+    return weince(batch.anchor, batch.positive, _negatives(batch), tau, WeinceOptions(**options))
 
 
 def _synco(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
