@@ -32,6 +32,19 @@ from pipeline.runtime import storage
 from pipeline.runtime.storage import Location
 
 
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` of the file ``path`` (created with its folder) while inside: the
+    one lock between processes of this machine or of a shared local file system."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @dataclass(frozen=True)
 class Holder:
     driver: str
@@ -99,14 +112,8 @@ class Claims:
         if not self._local:
             yield
             return
-        lock = Path(str(self.folder).removeprefix("file://")) / ".lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with exclusive_lock(Path(str(self.folder).removeprefix("file://")) / ".lock"):
+            yield
 
     def _read(self, key: str) -> Holder | None:
         try:

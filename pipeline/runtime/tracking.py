@@ -11,7 +11,6 @@ as an input; the experiment opens in the UI's model-training view. Metrics go in
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import time
@@ -30,6 +29,8 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_TYPE,
 )
 
+from pipeline.runtime.claims import exclusive_lock
+
 _BATCH = 900  # below MLflow's 1000-entity limit per log_batch
 _PAGE = 10_000  # runs per search_runs page
 # MLflow 3 opens an experiment without this tag on its GenAI overview
@@ -43,14 +44,8 @@ def _first_use(uri: str) -> Iterator[None]:
     if not uri.startswith("sqlite:///"):
         yield
         return
-    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with exclusive_lock(Path(uri.removeprefix("sqlite:///") + ".lock")):
+        yield
 
 
 class Tracker:
