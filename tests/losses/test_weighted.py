@@ -5,23 +5,21 @@ import math
 import pytest
 import torch
 
-from pipeline.losses import (
-    soft_supcon,
-    supcon,
-    weighted_infonce,
-    xclr,
-    xclr_graph,
-    xclr_two_views,
-    y_aware,
-    y_aware_two_views,
-)
 from pipeline.losses.geometry_check import optimise_free_embeddings, simplex_eps
 from pipeline.losses.weighted import (
     _weighted_reference,
+    soft_supcon,
     soft_supcon_targets,
+    supcon,
     supcon_targets,
+    weighted_infonce,
+    xclr,
+    xclr_graph,
     xclr_targets,
+    xclr_two_views,
+    y_aware,
     y_aware_targets,
+    y_aware_two_views,
 )
 from tests.oracles import loss_oracles as oracle
 

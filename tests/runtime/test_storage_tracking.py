@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.datasets import laplace_dataset
-from pipeline.runtime import storage
+from pipeline.runtime import storage, store
 from pipeline.runtime.tracking import Tracker, record_cell
 
 
@@ -48,17 +48,23 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary left behind
 
 
-def test_cell_status_ignores_half_written_cells(tmp_path):
-    (tmp_path / "c1").mkdir()
-    (tmp_path / "c1" / "embeddings.parquet").write_bytes(b"partial")
-    assert storage.cell_status(tmp_path, "c1") is None
-    storage.atomic_write_json(tmp_path / "c1" / "cell.json", {"status": "ok"})
-    assert storage.cell_status(tmp_path, "c1") == "ok"
+def test_a_half_written_cell_is_not_done(tmp_path):
+    folder = store.cell_folder(tmp_path, "c1", "v1")
+    folder.mkdir(parents=True)
+    (folder / "embeddings.parquet").write_bytes(b"partial")
+    assert store.inspect(folder) == store.CellState("todo", problem="no cell.json")
+    storage.atomic_write_json(folder / "cell.json", {"status": "ok"})  # a record, no checksums
+    assert store.inspect(folder).status == "todo"
+    storage.atomic_write_json(folder / "cell.json", {
+        "status": "ok", "files": store.checksums(folder, ["embeddings.parquet"])})
+    assert store.inspect(folder).status == "done"
 
 
 def test_one_run_per_cell_across_invocations(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    record = {"cell_id": "c0ffee", "status": "ok", "config": {"k": 4, "train": {"lr": 0.1}},
+    record = {"cell_id": "c0ffee", "status": "ok",
+              "config": {"k": 4, "train": {"lr": 0.1},
+                         "data": {"name": "laplace", "n_train": 10, "n_heldout": 10}},
               "git_sha": "abc", "dataset_hash": "d", "wall_seconds": 1.5}
     history = [{"epoch": 1, "loss": 2.0, "seconds": 0.1}, {"epoch": 2, "loss": 1.5, "seconds": 0.1}]
     for _ in range(2):  # a rerun finds the run by tag instead of creating another
@@ -67,8 +73,8 @@ def test_one_run_per_cell_across_invocations(tmp_path):
         record_cell(tracker, parent, record, history)
         tracker.end(parent)
     runs = Tracker(uri, "exp").cell_runs()
-    assert list(runs) == ["c0ffee"]
-    run = runs["c0ffee"]
+    assert list(runs) == ["c0ffee/"]  # run_key: cell_id/version (no version in this record)
+    run = runs["c0ffee/"]
     assert run.info.status == "FINISHED"
     assert run.data.params["train.lr"] == "0.1" and run.data.tags["git_sha"] == "abc"
     steps = tracker.client.get_metric_history(run.info.run_id, "train_loss")
@@ -81,9 +87,10 @@ def test_uri_storage_roundtrip(tmp_path):
 
     root = storage.location(f"file://{tmp_path}/store")
     assert isinstance(root, storage.ObjectPath)
-    cell = storage.cell_dir(root, "c1")
-    assert cell == f"file://{tmp_path}/store/c1" and cell.name == "c1" and cell.parent == root
-    assert not cell.exists() and storage.cell_status(root, "c1") is None
+    cell = store.cell_folder(root, "c1", "v1")
+    assert cell == f"file://{tmp_path}/store/c1/v1" and cell.name == "v1"
+    assert cell.parent == root / "c1" and not cell.exists()
+    assert store.inspect(cell).status == "todo"
     z0 = np.arange(12, dtype=np.float32).reshape(4, 3)
     storage.write_table(storage.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "c1"}),
                         cell / "embeddings.parquet")
@@ -93,10 +100,11 @@ def test_uri_storage_roundtrip(tmp_path):
     history = pd.DataFrame({"epoch": [1, 2], "loss": [0.5, 0.25]})
     storage.write_frame(history, cell / "history.parquet")
     pd.testing.assert_frame_equal(storage.read_frame(cell / "history.parquet"), history)
-    assert not storage.cell_done(root, "c1")  # no cell.json yet: not done
-    storage.atomic_write_json(cell / "cell.json", {"status": "ok"})
-    assert storage.cell_done(root, "c1") and not storage.cell_done(root, "c1", [0])
-    local = tmp_path / "store" / "c1"
+    assert store.inspect(cell).status == "todo"  # no cell.json yet: not done
+    files = store.checksums(cell, ["embeddings.parquet", "history.parquet"])
+    storage.atomic_write_json(cell / "cell.json", {"status": "ok", "files": files})
+    assert store.inspect(cell).status == "done" and store.versions(root, "c1") == ["v1"]
+    local = tmp_path / "store" / "c1" / "v1"
     assert sorted(p.name for p in local.iterdir()) == ["cell.json", "embeddings.parquet",
                                                        "history.parquet"]  # no temporaries
     assert storage.file_sha256(cell / "cell.json") == storage.file_sha256(local / "cell.json")
