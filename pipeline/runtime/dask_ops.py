@@ -40,9 +40,9 @@ from pipeline.stats import (
 )
 from pipeline.stats.intervals import summary_intervals
 from pipeline.stats.null import gaussian_null
+from pipeline.stats.summary import REPRESENTATIONS
 from pipeline.stats.uncertainty import check_level
 
-REPRESENTATIONS = ("raw", "normalized")  # plus "projected" when stats.projections > 0
 INTERVAL_LEVEL = "ci_level"  # column: the confidence level of a row's <stat>_lo / <stat>_hi
 
 
@@ -147,6 +147,7 @@ def stats_graph(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsCon
     level: confidence level of the intervals (the stage passes ``report.level``).
     """
     check_level(level)
+    # summarize()'s raw and normalized, plus random projections when stats.projections > 0
     reps = REPRESENTATIONS + (("projected",) if cfg.projections else ())
     out = {}
     for (cell_id, epoch), path in paths.items():
