@@ -117,6 +117,9 @@ _ENTRIES = (
            "higher", ".1f", "%", "SPEC §3 (retrieval)", _SEARCH),
     Metric("recall_at_10", "R@10", "The positive view among the 10 nearest held-out positive "
            "views", "higher", ".1f", "%", "SPEC §3 (retrieval)", _SEARCH),
+    Metric("knn_loo_majority", "kNN LOO", "Leave-one-out accuracy of a majority vote among the "
+           "search.knn_k most cosine-similar other held-out points (labelled data only)",
+           "higher", ".1f", "%", "SPEC §3 (retrieval)"),
     Metric("risk_keval", "Risk", "Held-out InfoNCE risk R(φ; k, τ) = E ℓ − log k at the common "
            "k = search.k_eval", "lower", ".3f", "nats", "SPEC §1, Whiteley (2026)", _SEARCH),
     Metric("risk_k", "Risk@k", "Held-out InfoNCE risk at the cell's own k (not comparable "

@@ -31,6 +31,7 @@ from pipeline.encoders.device import (
     pick_device,
     resolve_compute_mode,
 )
+from pipeline.encoders.encode import ENCODE_BATCH
 from pipeline.encoders.registry import make_encoder
 from pipeline.encoders.supervised import classifier_head, supervised_loss
 from pipeline.grid import Cell
@@ -40,7 +41,6 @@ from pipeline.losses.schedules import LearnableTemperature, temperature_at
 from pipeline.seeding import numpy_generator, seeded_init, torch_generator
 
 Augmenter = Callable[[Tensor, torch.Generator], Tensor]
-EMBED_BATCH = 1024
 
 
 class DivergedError(RuntimeError):
@@ -59,7 +59,6 @@ class EpochRecord:
 class TrainResult:
     model: nn.Module
     history: list[EpochRecord]
-    train_indices: np.ndarray  # rows of the training set this cell saw, (n,)
     snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     compute: ComputeMode | None = None  # the precision and memory format that trained it
 
@@ -127,18 +126,20 @@ def _contrastive(cell: Cell, state: _State, aug: Augmenter, x: Tensor, idx: Tens
             z2 = state.momentum(v2)
     else:
         z2 = state.model(v2)
-    negatives = None
-    if LOSSES[cell.loss].needs_negatives:
+    spec, negatives = LOSSES[cell.loss], None
+    if spec.needs_negatives:
         b = xb.shape[0]
         if cell.train.negatives == "independent":
             neg_idx = torch.randint(x.shape[0], (b * cell.k,), generator=gen)
             negatives = state.model(aug(x[neg_idx], gen).to(dev)).reshape(b, cell.k, -1)
         else:
             negatives = in_batch_negatives(z2, cell.k, gen)
-    batch = LossBatch(anchor=z1, positive=z2, negatives=negatives,
-                      labels=None if y is None else y[idx].to(dev), queue=state.queue,
-                      generator=gen, step=step)
-    loss = LOSSES[cell.loss].fn(batch, tau, cell.loss_options)
+    labels = None if y is None else y[idx].to(dev)
+    similarity = (spec.similarity(xb.to(dev), labels, cell.loss_options)
+                  if spec.similarity is not None else None)  # X-CLR's graph on the clean inputs
+    batch = LossBatch(anchor=z1, positive=z2, negatives=negatives, labels=labels,
+                      queue=state.queue, generator=gen, similarity=similarity, step=step)
+    loss = spec.fn(batch, tau, cell.loss_options)
     if state.momentum is not None and state.queue is not None:
         state.queue, state.ptr = enqueue(state.queue, F.normalize(z2.detach(), dim=1), state.ptr)
     return loss
@@ -179,7 +180,7 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
         if module is not None:
             apply_compute_mode(module, mode, device)
     if not params:  # a frozen pretrained encoder without a head: export only
-        return TrainResult(state.model, history, rows, snapshots, mode)
+        return TrainResult(state.model, history, snapshots, mode)
     opt_cls = torch.optim.Adam if cell.train.optimizer == "adam" else torch.optim.SGD
     optimizer = opt_cls(params, lr=cell.train.lr)
     gen = torch_generator(cell.seed, cell.cell_id, "train")
@@ -210,7 +211,7 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
                                    time.perf_counter() - start))
         if epoch in wanted:
             snapshots[epoch] = embed_heldout(state.model, dataset, cell)
-    return TrainResult(state.model, history, rows, snapshots, mode)
+    return TrainResult(state.model, history, snapshots, mode)
 
 
 def compute_mode(cell: Cell, model: nn.Module | None, input_shape: tuple[int, ...],
@@ -242,8 +243,8 @@ def embed_heldout(model: nn.Module, dataset: Dataset, cell: Cell) -> tuple[np.nd
     gen = torch_generator(cell.data.seed, "heldout-view")
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
     z0, z1 = [], []
-    for first in range(0, x.shape[0], EMBED_BATCH):
-        xb = x[first:first + EMBED_BATCH]
+    for first in range(0, x.shape[0], ENCODE_BATCH):
+        xb = x[first:first + ENCODE_BATCH]
         z0.append(model(xb.to(dev)).float().cpu())
         z1.append(model(aug(xb, gen).to(dev)).float().cpu())
     model.train(was_training)

@@ -8,26 +8,22 @@ from __future__ import annotations
 
 import sys
 
+from pipeline.runtime import context as ctx
 from pipeline.runtime import storage
-from pipeline.runtime.context import (
-    BOUNDS,
-    cell_folders,
-    resolved_params,
-    shared_dataset,
-    trained_cells,
-)
 from pipeline.runtime.dask_ops import compute_bounds
 
 
 def main(argv: list[str] | None = None) -> int:
-    params = resolved_params()
-    cells = trained_cells(params)
-    table = compute_bounds(cells, shared_dataset(params), cell_folders(), params.bounds,
-                           params.compute, params.stats.n_workers)
-    storage.write_frame(table, BOUNDS)
-    print(f"bounds: {len(table)} cells -> {BOUNDS}")
+    if argv:
+        return ctx.usage_error("bounds", argv)
+    params = ctx.resolved_params()
+    table = compute_bounds(ctx.trained_cells(params), ctx.shared_dataset(params),
+                           ctx.cell_folders(), params.bounds, params.compute,
+                           params.stats.n_workers)
+    storage.write_frame(table, ctx.BOUNDS)
+    print(f"bounds: {len(table)} cells -> {ctx.BOUNDS}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

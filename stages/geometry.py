@@ -10,10 +10,12 @@ import sys
 
 from pipeline.losses.geometry_check import optimise_free_embeddings, simplex_eps
 from pipeline.report import simplex
-from pipeline.runtime.context import REPORTS, resolved_params
+from pipeline.runtime.context import REPORTS, resolved_params, usage_error
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv:
+        return usage_error("geometry", argv)
     g = resolved_params().geometry
     results = []
     for loss in g.losses:
@@ -30,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

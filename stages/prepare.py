@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 
 from pipeline.datasets import load_dataset
-from pipeline.runtime.context import dataset_path, resolved_params
+from pipeline.runtime.context import dataset_path, resolved_params, usage_error
 from pipeline.runtime.storage import write_dataset
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv:
+        return usage_error("prepare", argv)
     d = resolved_params().data
     ds = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
     write_dataset(ds, dataset_path(d.name))
@@ -19,4 +21,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -132,3 +132,33 @@ def copy_project(path: Path) -> None:
         shutil.copy(ROOT / name, path / name)
     for name in ("pipeline", "stages", "profiles"):
         shutil.copytree(ROOT / name, path / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+@pytest.fixture
+def capture(monkeypatch):
+    """``capture(module)``: the figures the module passes to its ``save``, in order (they stay
+    inspectable after ``save`` closes them)."""
+
+    def start(module):
+        figs = []
+        real = module.save
+
+        def save(fig, stem):
+            figs.append(fig)
+            return real(fig, stem)
+
+        monkeypatch.setattr(module, "save", save)
+        return figs
+
+    return start
+
+
+def assert_drawn_png(path: Path) -> None:
+    """A PNG that is not blank: some ink (non-white pixels), and more than a few colours."""
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(path)[..., :3]
+    ink = (pixels < 0.8).any(axis=-1).mean()
+    assert 0.005 < ink < 0.9, ink
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 10  # lines, text and colours drawn

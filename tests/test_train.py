@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
+from pipeline.losses import temperature_at
 from pipeline.runtime import storage, store
 from pipeline.runtime.cells import run_cell
 from pipeline.train import embed_heldout, initial_encoder, train_cell
@@ -25,13 +26,40 @@ def dataset():
     return load_dataset("laplace", 600, 200, 0, {"input_dim": 16})
 
 
-def test_training_is_deterministic_and_lowers_the_loss(cells, dataset):
+def test_training_is_deterministic(cells, dataset):
     a = train_cell(cells[0], dataset)
     b = train_cell(cells[0], dataset)
     for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
     assert [h.loss for h in a.history] == [h.loss for h in b.history]
-    assert len(a.train_indices) == cells[0].n
+
+
+def test_training_lowers_the_loss(tiny_params, dataset):
+    tiny_params["train"].update(lr=0.02, epochs=4)
+    cell = expand(from_mapping(tiny_params))[0]
+    result = train_cell(cell, dataset)
+    # the trained encoder's loss on the same batches and draws is lower than the untrained
+    # encoder's (the first epoch's mean already includes training steps)
+    untrained = _mean_batch_loss(cell, dataset, initial_encoder(cell, (16,)))
+    trained = _mean_batch_loss(cell, dataset, result.model)
+    assert trained < untrained - 0.1, (trained, untrained)
+    losses = [h.loss for h in result.history]
+    assert losses[-1] < losses[0], losses
+
+
+def _mean_batch_loss(cell, dataset, model) -> float:
+    """The cell's loss of ``model`` over the training batches of one epoch, without updates."""
+    from pipeline.datasets import make_augmenter
+    from pipeline.train import _contrastive, _State, subsample
+
+    rows = subsample(cell, dataset.x_train.shape[0])
+    x = torch.from_numpy(np.ascontiguousarray(dataset.x_train[rows]))
+    aug, gen = make_augmenter(cell.data.name, cell.data.augment), torch.Generator().manual_seed(5)
+    bs = cell.train.batch_size
+    with torch.no_grad():
+        losses = [_contrastive(cell, _State(model), aug, x, torch.arange(i, i + bs), None, gen,
+                               0, cell.tau).item() for i in range(0, x.shape[0] - bs + 1, bs)]
+    return float(np.mean(losses))
 
 
 def test_cells_differing_in_k_share_initial_weights(cells):
@@ -109,13 +137,33 @@ def test_supervised_objective_trains_the_same_encoder(tiny_params):
     assert set(result.snapshots) == {0}
 
 
-@pytest.mark.parametrize("schedule", ["linear", "cosine", "log_anneal", "learnable"])
-def test_temperature_schedules_train(tiny_params, dataset, schedule):
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine", "log_anneal"])
+def test_temperature_schedules_are_applied(tiny_params, dataset, schedule):
+    """tau_mean of each epoch is the mean of the schedule's closed form over that epoch's steps
+    (256 rows / batch 64 = 4 steps an epoch, 2 epochs)."""
     tiny_params["grid"]["tau_schedule"] = [schedule]
     (cell, _) = expand(from_mapping(tiny_params))
     result = train_cell(cell, dataset)
     assert np.isfinite([h.loss for h in result.history]).all()
-    assert all(h.tau_mean > 0 for h in result.history)
+    steps, total = 4, 8
+    for h in result.history:
+        epoch_steps = range((h.epoch - 1) * steps, h.epoch * steps)
+        want = np.mean([temperature_at(schedule, t, total, cell.schedule_options)
+                        for t in epoch_steps])
+        assert h.tau_mean == pytest.approx(want, rel=1e-12), (schedule, h.epoch)
+    if schedule != "constant":  # the schedule moved τ between the epochs
+        assert result.history[0].tau_mean != result.history[1].tau_mean
+
+
+def test_learnable_temperature_is_trained(tiny_params, dataset):
+    tiny_params["grid"]["tau_schedule"] = ["learnable"]
+    (cell, _) = expand(from_mapping(tiny_params))
+    result = train_cell(cell, dataset)
+    opts = cell.schedule_options
+    taus = [h.tau_mean for h in result.history]
+    assert all(opts["tau_min"] <= t <= opts["tau_max"] for t in taus)
+    # the optimiser moved log(1/τ) away from its initial value
+    assert abs(taus[-1] - opts["tau_init"]) > 1e-4, taus
 
 
 def test_synco_with_a_moco_queue_trains(tiny_params, dataset):
@@ -124,3 +172,60 @@ def test_synco_with_a_moco_queue_trains(tiny_params, dataset):
     (cell, _) = expand(from_mapping(tiny_params))
     result = train_cell(cell, dataset)
     assert np.isfinite([h.loss for h in result.history]).all()
+
+
+def _xclr_cell(tiny_params, options):
+    tiny_params["data"].update(name="gaussian_mixture", options={"input_dim": 16, "components": 3})
+    tiny_params["grid"].update(loss=["xclr"], k=[4])
+    tiny_params["loss_options"] = {"xclr": options}
+    (cell,) = expand(from_mapping(tiny_params))
+    return cell, load_dataset("gaussian_mixture", 600, 200, 0, {"input_dim": 16, "components": 3})
+
+
+def _spy(monkeypatch):
+    """Record each batch's graph and labels as the X-CLR adapter receives them."""
+    from dataclasses import replace
+
+    from pipeline.losses import LOSSES
+
+    seen: list[tuple] = []
+    spec = LOSSES["xclr"]
+
+    def fn(batch, tau, options):
+        seen.append((batch.similarity, batch.labels))
+        return spec.fn(batch, tau, options)
+
+    monkeypatch.setitem(LOSSES, "xclr", replace(spec, fn=fn))
+    return seen
+
+
+def test_xclr_trains_with_a_class_similarity_graph(tiny_params, monkeypatch):
+    m = [[1.0, 0.6, -0.3], [0.6, 1.0, 0.0], [-0.3, 0.0, 1.0]]
+    cell, ds = _xclr_cell(tiny_params, {"graph": "class_similarity", "class_similarity": m})
+    seen = _spy(monkeypatch)
+    result = train_cell(cell, ds)
+    assert np.isfinite([h.loss for h in result.history]).all()
+    assert len(seen) == 8  # every step: 4 batches × 2 epochs
+    for similarity, labels in seen:  # the loss got S_ij = m[y_i][y_j] of its own batch
+        want = torch.tensor(m)[labels][:, labels]
+        torch.testing.assert_close(similarity, want, rtol=0, atol=0)
+    other = _xclr_cell(tiny_params, {"graph": "class_similarity",
+                                     "class_similarity": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0],
+                                                          [0.0, 0.0, 1.0]]})[0]
+    assert other.cell_id != cell.cell_id  # the graph is part of the cell's identity
+    assert train_cell(other, ds).history[0].loss != result.history[0].loss  # and of its loss
+
+
+def test_xclr_trains_with_the_inputs_cosine_graph(tiny_params, monkeypatch):
+    cell, ds = _xclr_cell(tiny_params, {"graph": "inputs"})
+    seen = _spy(monkeypatch)
+    result = train_cell(cell, ds)
+    assert np.isfinite([h.loss for h in result.history]).all()
+    for similarity, _ in seen:
+        assert similarity.shape == (64, 64)
+        torch.testing.assert_close(similarity, similarity.T)
+        torch.testing.assert_close(similarity.diagonal(), torch.ones(64), rtol=0, atol=1e-6)
+    (labels_cell, _) = _xclr_cell(tiny_params, {"graph": "labels"})
+    seen.clear()
+    train_cell(labels_cell, ds)
+    assert all(s is None for s, _ in seen)  # the labels graph: the class path, no (B, B) matrix

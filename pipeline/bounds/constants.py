@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from pipeline.search.kernels import check_tau
+
 CAVEATS: tuple[str, ...] = (
     "C_Φ of a normalised encoder is infinite over all inputs (‖f_θ(x)‖ can be arbitrarily "
     "small); it is finite only restricted to the data, so the bound holds for the empirical "
@@ -83,8 +85,7 @@ def b_tau(anchors: Any, positives: Any, negatives: Any, tau: float) -> float:
     anchors, positives: ``(n, p)``; negatives: ``(n, k, p)`` or flattened ``(n·k, p)``. The power
     mean is taken in log space (‖n‖^{2/q} overflows for small τ).
     """
-    if not (isinstance(tau, int | float) and math.isfinite(tau) and tau > 0):
-        raise ValueError(f"tau = {tau!r}: temperature must be a finite number > 0")
+    check_tau(tau)
     a, p, neg = _np(anchors, "anchors"), _np(positives, "positives"), _np(negatives, "negatives")
     if a.ndim != 2 or p.ndim != 2 or neg.ndim not in (2, 3):
         raise ValueError(

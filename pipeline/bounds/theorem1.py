@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.search.kernels import check_tau
+
 
 @dataclass(frozen=True)
 class BoundTerms:
@@ -74,8 +76,7 @@ def _check_nonneg(value: float, name: str) -> float:
 
 
 def _check_tau_delta(tau: float, delta: float) -> None:
-    if not (isinstance(tau, int | float) and math.isfinite(tau) and tau > 0):
-        raise ValueError(f"tau = {tau!r}: temperature must be a finite number > 0")
+    check_tau(tau)
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta = {delta!r}: confidence parameter must be in (0, 1)")
 

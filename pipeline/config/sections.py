@@ -84,6 +84,8 @@ class StatsConfig(Section):
 
 class SearchConfig(Section):
     k_eval: PositiveInt = Field(description="negatives per held-out anchor for the held-out risk")
+    knn_k: PositiveInt = Field(description="neighbours in the leave-one-out majority vote among "
+                                           "held-out points (knn_loo_majority)")
     k_sweep: list[PositiveInt] = Field(min_length=1, description="k's for R_k and CE − R_k")
     anchors: int = Field(ge=2, description="held-out anchors; the rest of the held-out set is the "
                                            "pool of unseen points")

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from pipeline.encoders.encode import ENCODE_BATCH
 from pipeline.encoders.pretrained import PretrainedEncoder
 
 HEAD = "head"  # the encoder's output, model(x)
@@ -115,7 +116,7 @@ class _FrozenTower(nn.Module):
 
 
 @torch.no_grad()
-def embed_features(split: EncoderSplit, x: np.ndarray | Tensor, batch_size: int,
+def embed_features(split: EncoderSplit, x: np.ndarray | Tensor, batch_size: int = ENCODE_BATCH,
                    device: torch.device | str | None = None) -> dict[str, np.ndarray]:
     """float32 ``(N, ·)`` numpy features of every representation of ``split`` for inputs ``x``.
 

@@ -4,7 +4,6 @@ from pipeline.losses.dcl import dcl, dcl_in_batch
 from pipeline.losses.infonce import (
     infonce,
     infonce_per_anchor,
-    infonce_risk,
     nt_xent,
 )
 from pipeline.losses.negatives import enqueue, in_batch_negatives
@@ -21,6 +20,7 @@ from pipeline.losses.weighted import (
     supcon,
     weighted_infonce,
     xclr,
+    xclr_graph,
     xclr_two_views,
     y_aware,
     y_aware_two_views,
@@ -39,7 +39,6 @@ __all__ = [
     "in_batch_negatives",
     "infonce",
     "infonce_per_anchor",
-    "infonce_risk",
     "nt_xent",
     "resolve_options",
     "resolve_schedule_options",
@@ -51,6 +50,7 @@ __all__ = [
     "weighted_infonce",
     "weince",
     "xclr",
+    "xclr_graph",
     "xclr_two_views",
     "y_aware",
     "y_aware_two_views",

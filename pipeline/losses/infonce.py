@@ -68,17 +68,10 @@ def infonce(anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Te
     """Mean over anchors of −log softmax of the positive among positive + k negatives.
 
     anchor/positive ``(B, d)``, negatives ``(B, k, d)``; inputs are L2-normalised inside.
-    Does not subtract ``log k``: see :func:`infonce_risk`.
+    Does not subtract ``log k``: the risk R(φ; k, τ) on similarities is
+    :func:`pipeline.search.population_risk`.
     """
     return infonce_per_anchor(anchor, positive, negatives, tau).mean()
-
-
-def infonce_risk(
-    anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor
-) -> Tensor:
-    """Empirical risk R̂(φ; k, τ) = mean ℓ − log k (SPEC.md §1)."""
-    k = negatives.shape[1]
-    return infonce(anchor, positive, negatives, tau) - math.log(k)
 
 
 _SHIFT_LIMIT = 0.9  # fraction of the dtype's exponent range the fixed shift may use

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pipeline.losses.dcl import dcl
+from pipeline.losses.dcl import dcl, dcl_in_batch
 from pipeline.losses.infonce import infonce, nt_xent
 from pipeline.losses.synco import SYNTHETIC_COUNTS, SyncoOptions, synco_loss, synthetic_negatives
 from pipeline.losses.weighted import (
@@ -28,6 +28,7 @@ from pipeline.losses.weighted import (
     YAwareOptions,
     soft_supcon,
     supcon,
+    xclr_graph,
     xclr_two_views,
     y_aware_two_views,
 )
@@ -44,8 +45,9 @@ class LossBatch:
     picks, built by the training loop); labels: ``(B,)`` or ``None`` for unlabelled data
     (class ids for supcon/soft_supcon, continuous ``(B,)``/``(B, m)`` values for y_aware).
     queue: ``(K, d)`` MoCo keys for synco (``None``: batch.negatives stand in);
-    generator: CPU generator for draws inside a loss (synco); similarity: ``(B, B)`` X-CLR graph;
-    step: the training step (synco's warm-up).
+    generator: CPU generator for draws inside a loss (synco); similarity: ``(B, B)`` graph among
+    the batch's samples, from the loss's ``LossSpec.similarity`` (X-CLR); step: the training step
+    (synco's warm-up).
     """
 
     anchor: Tensor
@@ -59,6 +61,8 @@ class LossBatch:
 
 
 LossFn = Callable[[LossBatch, Any, Mapping[str, Any]], Tensor]
+# (clean inputs (B, ...), labels (B,) or None, options) -> the batch's (B, B) graph, or None
+GraphFn = Callable[[Tensor, Tensor | None, Mapping[str, Any]], Tensor | None]
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,8 @@ class LossSpec:
     :mod:`pipeline.options`); the params schema validates ``loss_options.<name>`` against it.
     ``min_k``: the fewest negatives per anchor the loss is defined for (checked in ``resolve``).
     ``modules``: the modules whose code computes the loss (its code fingerprint); the adapter's
-    own module is added.
+    own module is added. ``similarity``: builds ``LossBatch.similarity`` from the batch's clean
+    inputs and labels (the training loop calls it for every batch).
     """
 
     fn: LossFn
@@ -78,6 +83,7 @@ class LossSpec:
     needs_negatives: bool = True  # uses batch.negatives (the grid's k)
     min_k: int = 1
     modules: tuple[str, ...] = ()
+    similarity: GraphFn | None = None
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -117,8 +123,12 @@ def _dcl(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
     return dcl(batch.anchor, batch.positive, _negatives(batch), tau)
 
 
+def _dcl_in_batch(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    return dcl_in_batch(batch.anchor, batch.positive, tau)
+
+
 def _weince(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return weince(batch.anchor, batch.positive, _negatives(batch), tau, **options)
+    return weince(batch.anchor, batch.positive, _negatives(batch), tau, WeinceOptions(**options))
 
 
 def _synco(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
@@ -151,11 +161,16 @@ def _y_aware(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
     return y_aware_two_views(batch.anchor, batch.positive, _labels(batch), tau, options["sigma"])
 
 
+def _xclr_graph(inputs: Tensor, labels: Tensor | None, options: Mapping[str, Any]) -> Tensor | None:
+    return xclr_graph(options["graph"], inputs, labels, options["class_similarity"])
+
+
 def _xclr(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    """The graph is ``batch.similarity`` (B, B) tiled to (2B, 2B), so each view's partner gets
-    S_ii. Without one, S_ij = 1 for equal labels and 0 otherwise; softmax_j(S_ij/τ_s) then
-    weighs same-class samples e^(1/τ_s) times the others, which is Soft SupCon with
-    ε = e^(−1/τ_s), computed that way (no (2B, 2B) target matrix)."""
+    """The graph is ``batch.similarity`` (B, B) (``loss_options.xclr.graph``, built by
+    :func:`_xclr_graph`) tiled to (2B, 2B), so each view's partner gets S_ii. Without one (graph:
+    labels), S_ij = 1 for equal labels and 0 otherwise; softmax_j(S_ij/τ_s) then weighs
+    same-class samples e^(1/τ_s) times the others, which is Soft SupCon with ε = e^(−1/τ_s),
+    computed that way (no (2B, 2B) target matrix)."""
     if batch.similarity is not None:
         return xclr_two_views(batch.anchor, batch.positive, batch.similarity, tau,
                               options["tau_s"])
@@ -167,6 +182,8 @@ LOSSES: dict[str, LossSpec] = {
     "infonce": LossSpec(fn=_infonce, modules=("pipeline.losses.infonce",)),
     "nt_xent": LossSpec(fn=_nt_xent, needs_negatives=False, modules=("pipeline.losses.infonce",)),
     "dcl": LossSpec(fn=_dcl, modules=("pipeline.losses.dcl",)),
+    "dcl_in_batch": LossSpec(fn=_dcl_in_batch, needs_negatives=False,
+                             modules=("pipeline.losses.dcl",)),
     "weince": LossSpec(fn=_weince, options=WeinceOptions, min_k=WEINCE_MIN_K,
                        modules=("pipeline.losses.weince",)),
     "synco": LossSpec(fn=_synco, options=SyncoOptions, modules=("pipeline.losses.synco",)),
@@ -177,7 +194,7 @@ LOSSES: dict[str, LossSpec] = {
     "y_aware": LossSpec(fn=_y_aware, options=YAwareOptions, needs_labels=True,
                         needs_negatives=False, modules=("pipeline.losses.weighted",)),
     "xclr": LossSpec(fn=_xclr, options=XclrOptions, needs_labels=True, needs_negatives=False,
-                     modules=("pipeline.losses.weighted",)),
+                     modules=("pipeline.losses.weighted",), similarity=_xclr_graph),
 }
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import torch
 import torch.nn.functional as F
 from annotated_types import Gt
 from torch import Tensor
 
-from pipeline.options import option
+from pipeline.options import OptionError, option
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,36 @@ class YAwareOptions:
 
 @dataclass(frozen=True)
 class XclrOptions:
-    """``loss_options.xclr``."""
+    """``loss_options.xclr``: τ_s and the similarity graph S among a batch's samples.
+
+    graph = labels: S_ij = 1 for samples of the same class, 0 otherwise; class_similarity:
+    S_ij = class_similarity[y_i][y_j], a C × C matrix of similarities between the classes
+    (X-CLR's own setting derives it from captions or class names; any C × C matrix serves, and
+    it scales to every batch size); inputs: S_ij = cos(x_i, x_j) of the raw inputs (flattened),
+    a graph from the data alone.
+    """
 
     tau_s: Annotated[float, Gt(0)] = option(0.1, "τ_s of the target softmax over the graph S")
+    graph: Literal["labels", "class_similarity", "inputs"] = option(
+        "labels", "S among a batch: labels (1 same class, else 0) | class_similarity "
+                  "(S_ij = class_similarity[y_i][y_j]) | inputs (cosine of the raw inputs)")
+    class_similarity: list[list[float]] | None = option(
+        None, "C × C similarities between the classes (row c: class c), for graph: "
+              "class_similarity")
+
+    def __post_init__(self) -> None:
+        m = self.class_similarity
+        if self.graph != "class_similarity":
+            if m is not None:
+                raise OptionError("class_similarity", "[...]", f"used only with graph: "
+                                  f"class_similarity (graph = {self.graph!r})")
+            return
+        if m is None:
+            raise OptionError("class_similarity", None, "required with graph: class_similarity "
+                              "(a C × C list of lists, row c for class c)")
+        if not m or any(len(row) != len(m) for row in m):
+            raise OptionError("class_similarity", f"{len(m)} rows of lengths "
+                              f"{sorted({len(r) for r in m})}", "must be a square C × C matrix")
 
 
 def _eye(n: int, device: torch.device) -> Tensor:
@@ -315,6 +342,33 @@ def soft_supcon(z: Tensor, labels: Tensor, tau: float | Tensor, eps: float) -> T
 def y_aware(z: Tensor, y: Tensor, tau: float | Tensor, sigma: float) -> Tensor:
     """y-Aware InfoNCE with a Gaussian kernel of width ``sigma`` on continuous labels ``y``."""
     return _weighted(z, *_y_aware_weights(y.to(z.dtype), sigma), tau, True)
+
+
+def xclr_graph(graph: str, inputs: Tensor, labels: Tensor | None,
+               class_similarity: list[list[float]] | None = None) -> Tensor | None:
+    """The ``(B, B)`` similarity S among a batch's samples (see :class:`XclrOptions`).
+
+    inputs: the batch's clean inputs ``(B, ...)`` (before augmentation); labels: ``(B,)`` class
+    ids. ``graph = labels`` gives None: the loss computes that graph from the labels itself,
+    without a (B, B) matrix (:func:`soft_supcon` with ε = e^(−1/τ_s), the same targets).
+    """
+    if graph == "labels":
+        return None
+    if graph == "inputs":
+        flat = F.normalize(inputs.reshape(inputs.shape[0], -1), dim=1)
+        return flat @ flat.T
+    if graph != "class_similarity":
+        raise ValueError(f"loss_options.xclr.graph = {graph!r}: allowed: labels, "
+                         "class_similarity, inputs")
+    if labels is None or class_similarity is None:
+        raise ValueError("loss_options.xclr.graph = 'class_similarity': needs class labels and "
+                         "loss_options.xclr.class_similarity")
+    m = torch.as_tensor(class_similarity, dtype=inputs.dtype, device=labels.device)
+    if int(labels.max()) >= m.shape[0] or int(labels.min()) < 0:
+        raise ValueError(f"loss_options.xclr.class_similarity is {m.shape[0]} × {m.shape[0]}: "
+                         f"the labels run from {int(labels.min())} to {int(labels.max())}")
+    y = labels.long()
+    return m[y][:, y]
 
 
 def xclr(z: Tensor, similarity: Tensor, tau: float | Tensor, tau_s: float) -> Tensor:

@@ -161,32 +161,27 @@ def weince_logits(sims: Tensor, lam: Tensor, beta: Tensor, tau: float | Tensor) 
     return (1.0 - lam[:, None]) * (sims / tau) + lam[:, None] * weibit
 
 
-def weince(
-    anchor: Tensor,
-    positive: Tensor,
-    negatives: Tensor,
-    tau: float | Tensor,
-    beta: str = "fixed",
-    kappa_rho: float = 10.0,
-    kappa_aic: float = 1.0,
-    margin_aic: float = 2.0,
-    rho_quantile: float = 0.2,
-    tail_frac: float = 0.10,
-) -> Tensor:
+DEFAULTS = WeinceOptions()
+
+
+def weince(anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Tensor,
+           options: WeinceOptions = DEFAULTS) -> Tensor:
     """Mean over anchors of −log softmax_j(g_ij) at the positive (SPEC.md §1, WEINCE).
 
     anchor/positive ``(B, d)``, negatives ``(B, k, d)`` with k ≥ 3; L2-normalised inside.
-    ``beta='fixed'`` uses β_i = 1 in the logits (the official code's final variant);
-    ``'fitted'`` uses β_i = max(Weibull slope, 0) (the paper's form). λ_i, β_i carry no gradient.
+    ``options`` (``loss_options.weince``; the defaults follow the official code):
+    ``beta='fixed'`` uses β_i = 1 in the logits (the official code's final variant), ``'fitted'``
+    β_i = max(Weibull slope, 0) (the paper's form); the gate's constants as in
+    :class:`WeinceOptions`. λ_i, β_i carry no gradient.
     """
-    if beta not in ("fixed", "fitted"):
-        raise ValueError(f"weince: beta = {beta!r}: allowed fixed | fitted")
+    o = options
+    if o.beta not in ("fixed", "fitted"):
+        raise ValueError(f"weince: beta = {o.beta!r}: allowed fixed | fitted")
     sims = tuple_logits(anchor, positive, negatives, 1.0)  # (B, 1 + k) cosines
     neg = sims[:, 1:].detach()
-    fit = tail_fit(neg, tail_frac)
-    lam = weince_lambda(
-        endpoint_gap(neg), fit.delta_aic, kappa_rho, kappa_aic, margin_aic, rho_quantile
-    )
-    b = fit.weibull_slope.clamp_min(0.0) if beta == "fitted" else torch.ones_like(lam)
+    fit = tail_fit(neg, o.tail_frac)
+    lam = weince_lambda(endpoint_gap(neg), fit.delta_aic, o.kappa_rho, o.kappa_aic, o.margin_aic,
+                        o.rho_quantile)
+    b = fit.weibull_slope.clamp_min(0.0) if o.beta == "fitted" else torch.ones_like(lam)
     logits = weince_logits(sims, lam, b, tau)
     return F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long, device=logits.device))

@@ -106,7 +106,3 @@ def positive_float(value: Any, name: str) -> float:
     return float(value)
 
 
-def level(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise ValueError(f"level = {value!r}: confidence level must be in (0, 1)")
-    return float(value)

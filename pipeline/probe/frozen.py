@@ -21,12 +21,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipeline.encoders.encode import ENCODE_BATCH
 from pipeline.encoders.features import embed_features, split_encoder
 from pipeline.probe.knn import weighted_knn
 from pipeline.probe.linear import linear_probe
-
-ENCODE_BATCH = 1024  # images or vectors per forward pass while embedding a split
-
 
 @dataclass(frozen=True)
 class ProbeSettings:

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from pipeline.probe import checks
 from pipeline.stats.intervals import wilson_interval
-from pipeline.stats.uncertainty import ConfidenceInterval
+from pipeline.stats.uncertainty import ConfidenceInterval, check_level
 
 BLOCK_ELEMENTS = 1 << 24  # similarities held at once by default (64 MiB in float32)
 
@@ -142,7 +142,7 @@ def weighted_knn(bank: Any, bank_labels: Any, queries: Any, query_labels: Any,
     (default: as many as keep block · n_bank <= 2^24 similarities). device: default the bank's
     device if a tensor, else the CPU.
     """
-    checks.level(level)
+    check_level(level)
     xb, yb, xq, ks, t, rows = _inputs(bank, bank_labels, queries, k, temperature, block, dtype,
                                       device)
     yq = checks.labels(query_labels, "query_labels", xq.shape[0], "queries")

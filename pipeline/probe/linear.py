@@ -47,7 +47,7 @@ from torch import Tensor
 
 from pipeline.probe import checks
 from pipeline.stats.intervals import wilson_interval
-from pipeline.stats.uncertainty import ConfidenceInterval
+from pipeline.stats.uncertainty import ConfidenceInterval, check_level
 
 DEFAULT_TOL = 1e-4  # scikit-learn's default tol of LogisticRegression
 DEFAULT_MAX_ITER = 1000  # CLIP's linear-probe setting
@@ -237,7 +237,7 @@ def linear_probe(train_x: Any, train_y: Any, test_x: Any, test_y: Any,
             or not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction = {val_fraction!r}: must be in (0, 1), the share of the "
                          "training split held out to choose C")
-    checks.level(level)
+    check_level(level)
     checks.positive_float(tol, "tol")
     checks.positive_int(max_iter, "max_iter")
     dev = checks.resolve_device(device, train_x, test_x)

@@ -22,11 +22,11 @@ from pipeline.report.tables import (
     as_columns,
     axes_in,
     check_columns,
-    check_level,
     metrics_in,
     ok_cells,
 )
 from pipeline.stats import seed_ci
+from pipeline.stats.uncertainty import check_level
 
 RESULT_COLUMNS = ("baseline", "metric", "n_pairs", "baseline_mean", "variant_mean", "diff_mean",
                   "diff_lo", "diff_hi", "t_stat", "p_value", "wilcoxon_p", "significant")

@@ -18,6 +18,7 @@ from scipy import stats as sps
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, is_metric, lookup
 from pipeline.stats import seed_ci
+from pipeline.stats.uncertainty import check_level
 
 # per-cell provenance, one joined value per row of an aggregate
 PROVENANCE = ("cell_ids", "code_fingerprint", "git_sha", "params_hash", "dataset_hash",
@@ -48,12 +49,6 @@ def varying(board: pd.DataFrame, columns: Sequence[str]) -> list[str]:
 def rank(values: pd.Series, metric: Metric) -> pd.Series:
     """Competition rank, 1 = best: ties share the smallest rank ("1, 2, 2, 4"); NaN stays NaN."""
     return values.rank(method="min", ascending=not metric.higher, na_option="keep")
-
-
-def check_level(level: float, name: str = "level") -> None:
-    """ValueError unless 0 < level < 1."""
-    if not 0 < level < 1:
-        raise ValueError(f"{name} = {level!r}: confidence level must be strictly between 0 and 1")
 
 
 def as_columns(value: Sequence[str] | None, name: str, default: Sequence[str]) -> list[str]:

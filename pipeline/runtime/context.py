@@ -9,6 +9,8 @@ uses and where its folder is.
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -74,12 +76,18 @@ def resolved_params() -> Params:
     return load(RESOLVED)
 
 
+# What the pipeline itself rewrites as it runs: a change there does not make the code dirty.
+PIPELINE_WRITES = (":(exclude)dvc.lock", ":(exclude)**/dvc.lock")
+
+
 def git_sha() -> str:
-    """The commit of the working tree, with ``-dirty`` when it has uncommitted changes."""
+    """The commit of the working tree, with ``-dirty`` when its tracked files other than the
+    ones DVC rewrites as it runs (``dvc.lock``) have uncommitted changes."""
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", *PIPELINE_WRITES],
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -98,12 +106,26 @@ def cell_folders(grid: pd.DataFrame | None = None) -> dict[str, Path | ObjectPat
     return {row.cell_id: location(row.path) for row in grid.itertuples() if row.path}
 
 
-def trained_cells(params: Params) -> list[Cell]:
-    """The current grid's cells whose training finished (status ok in ``data/grid.json``)."""
-    grid = read_grid()
-    ok = set(grid.loc[grid.status == "ok", "cell_id"])
+def trained_rows(grid: pd.DataFrame) -> pd.DataFrame:
+    """The manifest rows of the cells whose training finished (status ok): what every stage
+    after ``train`` evaluates."""
+    return grid[grid.status == "ok"]
+
+
+def trained_cells(params: Params, grid: pd.DataFrame | None = None) -> list[Cell]:
+    """The current grid's cells whose training finished (:func:`trained_rows` of ``grid``,
+    default ``data/grid.json``), in the grid's order."""
+    ok = set(trained_rows(read_grid() if grid is None else grid).cell_id)
     return [c for c in expand(params) if c.cell_id in ok]
 
 
 def dataset_path(name: str) -> Path:
     return DATASETS / f"{name}.parquet"
+
+
+def usage_error(stage: str, argv: Sequence[str]) -> int:
+    """Say on stderr that ``stage`` takes no arguments (its settings come from params.yaml, as
+    resolved by ``stages.resolve``); the exit status 2 of a usage error."""
+    print(f"{stage}: takes no arguments (got {list(argv)}); settings come from params.yaml "
+          f"(resolved into {RESOLVED} by `python -m stages.resolve`)", file=sys.stderr)
+    return 2

@@ -79,11 +79,16 @@ def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> Non
     _local["started"] = True
 
 
+def ray_address(compute: ComputeConfig) -> str | None:
+    """The Ray cluster to use: ``compute.ray_address``, else ``RAY_ADDRESS``; None: run locally."""
+    return compute.ray_address or os.environ.get("RAY_ADDRESS") or None
+
+
 def init_ray(compute: ComputeConfig) -> None:
-    """Connect to ``compute.ray_address`` (or ``RAY_ADDRESS``), else start a local instance on 127.0.0.1."""
+    """Connect to :func:`ray_address`, else start a local instance on 127.0.0.1."""
     if ray.is_initialized():
         return
-    address = compute.ray_address or os.environ.get("RAY_ADDRESS")
+    address = ray_address(compute)
     if address:
         ray.init(address=address, log_to_driver=False)
         _local["started"] = False

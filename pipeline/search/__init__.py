@@ -25,7 +25,11 @@ from pipeline.search.kernels import (
     log_softmax_search_kernel,
     softmax_search_kernel,
 )
-from pipeline.search.retrieval import heldout_infonce_risk, knn_accuracy, recall_at_k
+from pipeline.search.retrieval import (
+    heldout_infonce_risk,
+    loo_majority_knn_accuracy,
+    recall_at_k,
+)
 
 __all__ = [
     "RESOLVED_Z",
@@ -40,10 +44,10 @@ __all__ = [
     "crn_table",
     "fit_loglog_slope",
     "heldout_infonce_risk",
-    "knn_accuracy",
     "idealised_search_kernel",
     "k_sweep",
     "log_softmax_search_kernel",
+    "loo_majority_knn_accuracy",
     "nested_negatives",
     "population_cross_entropy",
     "population_risk",

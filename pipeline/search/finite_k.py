@@ -27,6 +27,7 @@ from scipy import stats as sps
 from pipeline.search.crn import RESOLVED_Z, CRNSweep
 from pipeline.search.cross_entropy import RiskEstimate, SearchCE, population_risk
 from pipeline.search.kernels import check_tau
+from pipeline.stats.uncertainty import check_level
 
 
 def _check_k(k: Any, name: str = "k") -> int:
@@ -142,7 +143,7 @@ def ce_minus_risk_table(ce: SearchCE, risks: Sequence[RiskEstimate], tau: float)
 
 
 @dataclass(frozen=True)
-class CRNRow:
+class CRNRow(GapRow):
     """One k of a common-random-number sweep (`pipeline.search.crn`), with Proposition 1's window.
 
     The fields of `GapRow` (risk, ce and their se on the same draws; gap the control-variate
@@ -152,17 +153,6 @@ class CRNRow:
     and gap_leading, gap_leading_cov: the same for gap − c₂/k² − c₃/k³ (`CRNSweep.leading`).
     """
 
-    k: int
-    risk: float
-    risk_se: float
-    ce: float
-    ce_se: float
-    gap: float
-    gap_se: float
-    paired: bool
-    window_low: float
-    window_high: float
-    inside: bool
     gap_se_pool: float
     k_gap: float
     k_gap_se: float
@@ -274,8 +264,7 @@ def fit_loglog_slope(k: Any, gap: Any, gap_se: Any = None, level: float = 0.95,
     noise) but tested instead: ``lack_of_fit_p``. Pass gap_se or gap_cov, not both.
     ``k_min``, ``k_max``: the fit range (inclusive; None: unbounded).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level = {level}: confidence level must be in (0, 1)")
+    check_level(level)
     if gap_cov is not None and gap_se is not None:
         raise ValueError("gap_se and gap_cov: pass one of them (gap_cov's diagonal gives the se)")
     _check_range(k_min, k_max)

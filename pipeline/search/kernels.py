@@ -22,9 +22,14 @@ LogRatio = np.ndarray | Tensor | Callable[..., Any]
 """An (N, m) array of log r(x_i, ξ_l), or a callable returning tiles of it (see `ratio_tiles`)."""
 
 
-def check_tau(tau: float) -> None:
-    if not (isinstance(tau, int | float) and math.isfinite(tau) and tau > 0):
-        raise ValueError(f"tau = {tau!r}: temperature must be a finite number > 0")
+def check_tau(tau: float, name: str = "tau") -> float:
+    """``tau`` as a float; ValueError naming ``name`` unless it is a finite number > 0.
+
+    The library's one check of a temperature (search, the k-sweep, Theorem 1's terms).
+    """
+    if isinstance(tau, bool) or not (isinstance(tau, int | float) and math.isfinite(tau) and tau > 0):
+        raise ValueError(f"{name} = {tau!r}: temperature must be a finite number > 0")
+    return float(tau)
 
 
 def check_block(block: int) -> None:

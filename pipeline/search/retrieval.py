@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
+
+from pipeline.search.cross_entropy import RiskEstimate, population_risk
 
 
 def _normalize(z: np.ndarray) -> np.ndarray:
@@ -15,18 +14,10 @@ def _normalize(z: np.ndarray) -> np.ndarray:
     return z / np.linalg.norm(z, axis=1, keepdims=True)
 
 
-@dataclass(frozen=True)
-class HeldoutRisk:
-    """Mean and standard error of ℓ − log k over held-out anchors."""
-
-    risk: float
-    se: float
-    k: int
-
-
 def heldout_infonce_risk(anchor: np.ndarray, positive: np.ndarray, k: int, tau: float,
-                         rng: np.random.Generator) -> HeldoutRisk:
-    """R(φ; k, τ) estimated with fresh negatives on held-out data: ℓ_i − log k averaged.
+                         rng: np.random.Generator) -> RiskEstimate:
+    """R(φ; k, τ) estimated with fresh negatives on held-out data: ℓ_i − log k averaged
+    (:func:`pipeline.search.population_risk` on the drawn similarities).
 
     For each anchor i, k negatives are drawn uniformly (with replacement) from the positives of
     the *other* held-out samples. anchor, positive: ``(N, d)`` raw embeddings, normalised here.
@@ -38,11 +29,7 @@ def heldout_infonce_risk(anchor: np.ndarray, positive: np.ndarray, k: int, tau: 
     # Uniform over j != i: draw from n-1 slots and shift those at or past i.
     idx = rng.integers(0, n - 1, size=(n, k))
     idx += idx >= np.arange(n)[:, None]
-    pos = np.einsum("nd,nd->n", a, p)[:, None]
-    neg = np.einsum("nd,nkd->nk", a, p[idx])
-    logits = np.concatenate([pos, neg], axis=1) / tau
-    losses = logsumexp(logits, axis=1) - logits[:, 0] - math.log(k)
-    return HeldoutRisk(float(losses.mean()), float(losses.std(ddof=1) / math.sqrt(n)), k)
+    return population_risk(np.einsum("nd,nd->n", a, p), np.einsum("nd,nkd->nk", a, p[idx]), tau)
 
 
 def recall_at_k(anchor: np.ndarray, pool: np.ndarray, ks: Sequence[int] = (1, 5, 10),
@@ -64,11 +51,17 @@ def recall_at_k(anchor: np.ndarray, pool: np.ndarray, ks: Sequence[int] = (1, 5,
     return {k: float((rank < k).mean()) for k in ks}
 
 
-def knn_accuracy(z: np.ndarray, labels: np.ndarray, k: int = 5, block: int = 1024) -> float:
-    """Leave-one-out k-nearest-neighbour accuracy (cosine, majority vote, ties to the smallest label).
+def loo_majority_knn_accuracy(z: np.ndarray, labels: np.ndarray, k: int,
+                              block: int = 1024) -> float:
+    """Leave-one-out k-nearest-neighbour accuracy among the held-out points themselves.
 
-    z: ``(N, d)``, labels: ``(N,)`` ints. Each point is classified by its k most similar *other*
-    points; computed in blocks of rows.
+    Each point i is classified by a majority vote of the labels of its k most cosine-similar
+    *other* points (itself left out), ties between classes to the smallest label; the result is
+    the fraction classified correctly. Not the weighted kNN probe of SPEC §5 (a training-set
+    bank, votes weighted by exp(s/T): :mod:`pipeline.probe.knn`). Ties in similarity at the k-th
+    neighbour are broken by ``numpy.argpartition`` (arbitrary but deterministic).
+
+    z: ``(N, d)``, labels: ``(N,)`` non-negative ints; computed in blocks of ``block`` rows.
     """
     u = _normalize(z)
     labels = np.asarray(labels)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +38,6 @@ class CellSummary:
     eff_rank: float = _NAN
     neg_cos_mean: float = _NAN
     neg_cos_std: float = _NAN
-
-    def as_row(self) -> dict:
-        """Flat {field: value} mapping for a table row."""
-        return dataclasses.asdict(self)
 
 
 def _shape(z: np.ndarray) -> tuple[int, int]:

@@ -19,10 +19,15 @@ class ConfidenceInterval:
     level: float = 0.95
 
 
-def check_level(level: float) -> None:
-    """Raise ValueError naming `level` unless it lies in (0, 1)."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level = {level}: confidence level must be in (0, 1)")
+def check_level(level: float, name: str = "level") -> float:
+    """``level`` as a float; ValueError naming ``name`` unless it is a number in (0, 1).
+
+    The one check of a confidence level (intervals, the report's tables, the probes).
+    """
+    shown = float(level) if isinstance(level, np.floating) else level
+    if isinstance(level, bool) or not isinstance(shown, int | float) or not 0.0 < shown < 1.0:
+        raise ValueError(f"{name} = {shown!r}: confidence level must be in (0, 1)")
+    return float(shown)
 
 
 def bootstrap_ci(

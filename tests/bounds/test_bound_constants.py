@@ -8,14 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.bounds import (
-    CAVEATS,
-    b_tau,
-    lipschitz_linear,
-    lipschitz_mlp,
-    parameter_count,
-    parameter_distance,
-)
+from pipeline import bounds
 from tests.oracles.search_oracles import b_tau_loop
 
 
@@ -23,34 +16,34 @@ from tests.oracles.search_oracles import b_tau_loop
 def test_b_tau_matches_loop(rng, tau):
     a, p, neg = rng.normal(size=(7, 4)), rng.normal(size=(7, 4)), 3 * rng.normal(size=(7, 5, 4))
     want = b_tau_loop(a, p, neg, tau)
-    assert b_tau(a, p, neg, tau) == pytest.approx(want, rel=1e-12)
-    assert b_tau(a, p, neg.reshape(-1, 4), tau) == pytest.approx(want, rel=1e-12)
-    assert b_tau(torch.tensor(a), torch.tensor(p), torch.tensor(neg), tau) == pytest.approx(want)
+    assert bounds.b_tau(a, p, neg, tau) == pytest.approx(want, rel=1e-12)
+    assert bounds.b_tau(a, p, neg.reshape(-1, 4), tau) == pytest.approx(want, rel=1e-12)
+    assert bounds.b_tau(torch.tensor(a), torch.tensor(p), torch.tensor(neg), tau) == pytest.approx(want)
 
 
 def test_b_tau_small_tau_no_overflow(rng):
     neg = np.full((3, 2, 1000), 10.0)  # ‖n‖ ≈ 316; ‖n‖^{2/0.005} = 316^400 overflows a float
-    got = b_tau(np.ones((3, 1000)), np.ones((3, 1000)), neg, 0.005)
+    got = bounds.b_tau(np.ones((3, 1000)), np.ones((3, 1000)), neg, 0.005)
     assert got == pytest.approx(2 * math.sqrt(1000) + math.sqrt(1000) * 10, rel=1e-12)
     with pytest.raises(ValueError, match=r"tau = -1.0: temperature"):
-        b_tau(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 2)), -1.0)
+        bounds.b_tau(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 2)), -1.0)
     with pytest.raises(ValueError, match=r"expected anchors \(n, p\)"):
-        b_tau(np.ones(3), np.ones((3, 2)), np.ones((3, 2)), 1.0)
+        bounds.b_tau(np.ones(3), np.ones((3, 2)), np.ones((3, 2)), 1.0)
 
 
 def test_parameter_count_and_distance(rng):
     hat = {"w": rng.normal(size=(3, 4)), "b": rng.normal(size=3)}
     zero = {"b": rng.normal(size=3), "w": rng.normal(size=(3, 4))}
     want = math.sqrt(sum(float(((hat[k] - zero[k]) ** 2).sum()) for k in hat))
-    assert parameter_distance(hat, zero) == pytest.approx(want, rel=1e-14)
+    assert bounds.parameter_distance(hat, zero) == pytest.approx(want, rel=1e-14)
     as_torch = [torch.tensor(hat["w"]), torch.tensor(hat["b"])]
-    assert parameter_distance(as_torch, [zero["w"], zero["b"]]) == pytest.approx(want)
-    assert parameter_count(hat) == 15 and parameter_count(as_torch) == 15
-    assert parameter_count(np.zeros((2, 5))) == 10
+    assert bounds.parameter_distance(as_torch, [zero["w"], zero["b"]]) == pytest.approx(want)
+    assert bounds.parameter_count(hat) == 15 and bounds.parameter_count(as_torch) == 15
+    assert bounds.parameter_count(np.zeros((2, 5))) == 10
     with pytest.raises(ValueError, match=r"theta_hat\[1\].shape = \(3,\): theta_0 has shape"):
-        parameter_distance([hat["w"], hat["b"]], [zero["w"], np.zeros(4)])
+        bounds.parameter_distance([hat["w"], hat["b"]], [zero["w"], np.zeros(4)])
     with pytest.raises(ValueError, match=r"theta_hat keys"):
-        parameter_distance(hat, {"w": zero["w"]})
+        bounds.parameter_distance(hat, {"w": zero["w"]})
 
 
 def _psi(w, x):
@@ -60,7 +53,7 @@ def _psi(w, x):
 
 def test_lipschitz_linear_holds_and_is_tight_on_data(rng):
     w, x = rng.normal(size=(3, 6)), rng.normal(size=(40, 6))
-    c = lipschitz_linear(w, x)
+    c = bounds.lipschitz_linear(w, x)
     ratios = np.linalg.norm(x @ w.T, axis=1) / np.linalg.norm(x, axis=1)
     assert c == pytest.approx(1 / ratios.min(), rel=1e-14)
     h = 1e-6
@@ -82,22 +75,22 @@ def test_lipschitz_linear_holds_and_is_tight_on_data(rng):
 def test_lipschitz_linear_over_a_ball(rng):
     w, x = rng.normal(size=(3, 5)), rng.normal(size=(30, 5))
     rho = 0.3
-    c_ball = lipschitz_linear(w, x, radius=rho)
-    assert c_ball > lipschitz_linear(w, x)
+    c_ball = bounds.lipschitz_linear(w, x, radius=rho)
+    assert c_ball > bounds.lipschitz_linear(w, x)
     for _ in range(100):
         d = rng.normal(size=w.shape)
         w2 = w + rho * rng.uniform() * d / np.linalg.norm(d)
-        assert lipschitz_linear(w2, x) <= c_ball * (1 + 1e-12)
-    assert lipschitz_linear(w, x, radius=10.0) == math.inf
+        assert bounds.lipschitz_linear(w2, x) <= c_ball * (1 + 1e-12)
+    assert bounds.lipschitz_linear(w, x, radius=10.0) == math.inf
     with pytest.raises(ValueError, match=r"radius = -1"):
-        lipschitz_linear(w, x, radius=-1)
+        bounds.lipschitz_linear(w, x, radius=-1)
     with pytest.raises(ValueError, match=r"W.shape = \(3, 5\), X.shape = \(30, 4\)"):
-        lipschitz_linear(w, x[:, :4])
+        bounds.lipschitz_linear(w, x[:, :4])
 
 
 def test_lipschitz_mlp_one_layer_is_linear(rng):
     w, x = rng.normal(size=(3, 6)), rng.normal(size=(25, 6))
-    assert lipschitz_mlp([w], x) == pytest.approx(lipschitz_linear(w, x), rel=1e-13)
+    assert bounds.lipschitz_mlp([w], x) == pytest.approx(bounds.lipschitz_linear(w, x), rel=1e-13)
 
 
 def _mlp_psi(params, x, n_layers):
@@ -115,7 +108,7 @@ def test_lipschitz_mlp_bounds_exact_jacobian_on_data(rng):
     shapes = [(8, 5), (8,), (6, 8), (6,), (3, 6), (3,)]
     params = [torch.tensor(rng.normal(size=s) / 2) for s in shapes]
     x = torch.tensor(rng.normal(size=(20, 5)))
-    c = lipschitz_mlp(params[0::2], x, biases=params[1::2])
+    c = bounds.lipschitz_mlp(params[0::2], x, biases=params[1::2])
     worst = 0.0
     for xi in x:
         jac = torch.autograd.functional.jacobian(
@@ -136,9 +129,9 @@ def test_lipschitz_mlp_bounds_exact_jacobian_on_data(rng):
 
 def test_lipschitz_mlp_errors_and_caveats(rng):
     with pytest.raises(ValueError, match=r"len\(biases\) = 1: must equal len\(weights\) = 2"):
-        lipschitz_mlp([np.ones((2, 3)), np.ones((2, 2))], np.ones((4, 3)), [np.ones(2)])
+        bounds.lipschitz_mlp([np.ones((2, 3)), np.ones((2, 2))], np.ones((4, 3)), [np.ones(2)])
     with pytest.raises(ValueError, match=r"weights\[1\].shape = \(2, 3\): expected \(out, 2\)"):
-        lipschitz_mlp([np.ones((2, 3)), np.ones((2, 3))], np.ones((4, 3)))
+        bounds.lipschitz_mlp([np.ones((2, 3)), np.ones((2, 3))], np.ones((4, 3)))
     # a dead output (all-zero) makes the normalised encoder non-Lipschitz on the data
-    assert lipschitz_mlp([np.zeros((2, 3))], np.ones((4, 3))) == math.inf
-    assert len(CAVEATS) >= 4 and all(isinstance(c, str) and c for c in CAVEATS)
+    assert bounds.lipschitz_mlp([np.zeros((2, 3))], np.ones((4, 3))) == math.inf
+    assert len(bounds.CAVEATS) >= 4 and all(isinstance(c, str) and c for c in bounds.CAVEATS)

@@ -13,17 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.encoders import count_parameters, make_encoder
+from tests.fixtures.tiny_towers import TINY_CLIP, TINY_VIT
 
 open_clip = pytest.importorskip("open_clip")
 timm = pytest.importorskip("timm")
 pytestmark = pytest.mark.slow  # importing open_clip and timm alone takes seconds
-
-TINY_CLIP = {"embed_dim": 16,
-             "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "head_width": 32,
-                            "patch_size": 8},
-             "text_cfg": {"context_length": 8, "vocab_size": 64, "width": 32, "heads": 2,
-                          "layers": 1}}
-TINY_VIT = {"img_size": 32, "depth": 2}
 
 
 @pytest.fixture

@@ -4,12 +4,22 @@ import pytest
 import torch
 
 from pipeline.config.entries import validate_options
-from pipeline.losses import LOSSES, LossBatch, infonce, nt_xent, resolve_options, supcon, xclr
+from pipeline.losses import (
+    LOSSES,
+    LossBatch,
+    dcl_in_batch,
+    infonce,
+    nt_xent,
+    resolve_options,
+    supcon,
+    xclr,
+)
 from pipeline.losses.synco import synco_loss, synthetic_negatives
 
 EXPECTED = {
     "infonce",
     "dcl",
+    "dcl_in_batch",
     "weince",
     "synco",
     "supcon",
@@ -70,6 +80,8 @@ def test_adapters_compute_the_documented_quantities():
         == infonce(b.anchor, b.positive, b.negatives, 0.2).item()
     )
     assert LOSSES["nt_xent"].fn(b, 0.2, {}).item() == nt_xent(b.anchor, b.positive, 0.2).item()
+    assert (LOSSES["dcl_in_batch"].fn(b, 0.2, {}).item()
+            == dcl_in_batch(b.anchor, b.positive, 0.2).item())
     z, y = torch.cat([b.anchor, b.positive]), torch.cat([b.labels, b.labels])
     assert LOSSES["supcon"].fn(b, 0.2, {}).item() == supcon(z, y, 0.2).item()
     same = (y[:, None] == y[None, :]).double()
@@ -117,6 +129,15 @@ def test_synco_adapter_queue_substitute_and_warmup():
         ("soft_supcon", {"eps": 0}, "loss_options.soft_supcon.eps = 0: input should be greater than 0"),
         ("y_aware", {"sigma": True}, "loss_options.y_aware.sigma = True: input should be a valid number"),
         ("xclr", {"tau_s": "a"}, "loss_options.xclr.tau_s = 'a': input should be a valid number"),
+        ("xclr", {"graph": "text"}, "loss_options.xclr.graph = 'text': input should be 'labels', "
+                                    "'class_similarity' or 'inputs'"),
+        ("xclr", {"graph": "class_similarity"}, "loss_options.xclr.class_similarity = None: "
+                                                "required with graph: class_similarity"),
+        ("xclr", {"graph": "class_similarity", "class_similarity": [[1.0, 0.5]]},
+         r"loss_options.xclr.class_similarity = '1 rows of lengths \[2\]': must be a square"),
+        ("xclr", {"class_similarity": [[1.0]]},
+         r"loss_options.xclr.class_similarity = '\[...\]': used only with graph: "
+         r"class_similarity \(graph = 'labels'\)"),
     ],
 )
 def test_options_are_validated_with_the_key(name, given, message):

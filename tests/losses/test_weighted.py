@@ -5,22 +5,21 @@ import math
 import pytest
 import torch
 
-from pipeline.losses import (
-    soft_supcon,
-    supcon,
-    weighted_infonce,
-    xclr,
-    xclr_two_views,
-    y_aware,
-    y_aware_two_views,
-)
 from pipeline.losses.geometry_check import optimise_free_embeddings, simplex_eps
 from pipeline.losses.weighted import (
     _weighted_reference,
+    soft_supcon,
     soft_supcon_targets,
+    supcon,
     supcon_targets,
+    weighted_infonce,
+    xclr,
+    xclr_graph,
     xclr_targets,
+    xclr_two_views,
+    y_aware,
     y_aware_targets,
+    y_aware_two_views,
 )
 from tests.oracles import loss_oracles as oracle
 
@@ -214,3 +213,26 @@ def test_xclr_two_views_equals_the_tiled_form():
                            oracle.xclr_targets(s.repeat(2, 2).numpy(), 0.2), 0.3) == \
         pytest.approx(fast.item(), rel=1e-12)
     assert torch.autograd.gradcheck(lambda a, b: xclr_two_views(a, b, s, 0.3, 0.2), (z1, z2))
+
+
+def test_xclr_graph_from_class_similarities_and_inputs_matches_loops():
+    m = [[1.0, 0.3, -0.2, 0.0], [0.3, 1.0, 0.5, 0.1], [-0.2, 0.5, 1.0, 0.4], [0.0, 0.1, 0.4, 1.0]]
+    x = _rand(7, 2, 3, seed=9)  # image-shaped inputs: the cosine is over the flattened rows
+    got = xclr_graph("class_similarity", x, LABELS, m)
+    want = [[m[int(LABELS[i])][int(LABELS[j])] for j in range(7)] for i in range(7)]
+    torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=0, atol=0)
+    cos = xclr_graph("inputs", x, None)
+    flat = x.reshape(7, -1)
+    for i in range(7):
+        for j in range(7):
+            want_ij = float(flat[i] @ flat[j] / (flat[i].norm() * flat[j].norm()))
+            assert float(cos[i, j]) == pytest.approx(want_ij, rel=1e-12)
+    assert xclr_graph("labels", x, LABELS) is None  # the class path builds that graph itself
+
+
+def test_xclr_graph_errors_name_the_option():
+    x = _rand(7, 3, seed=1)
+    with pytest.raises(ValueError, match=r"class_similarity is 2 × 2: the labels run from 0 to 3"):
+        xclr_graph("class_similarity", x, LABELS, [[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"graph = 'class_similarity': needs class labels"):
+        xclr_graph("class_similarity", x, None, [[1.0]])

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from pipeline.losses import infonce, weince
 from pipeline.losses.infonce import tuple_logits
 from pipeline.losses.weince import (
+    WeinceOptions,
     endpoint_gap,
     ols_rows,
     tail_fit,
@@ -18,6 +19,8 @@ from pipeline.losses.weince import (
     weince_logits,
 )
 from tests.oracles import loss_oracles as oracle
+
+FITTED = WeinceOptions(beta="fitted")
 
 
 def _rand(*shape, seed=0, grad=False):
@@ -76,7 +79,7 @@ def test_weince_matches_oracle(beta, options):
     # a hard positive and a few near-duplicate negatives make λ_i spread over (0, 1)
     n = n.clone()
     n[:4, :3] = a[:4, None, :] + 0.05 * n[:4, :3]
-    got = weince(a, p, n, 0.2, beta=beta, **options).item()
+    got = weince(a, p, n, 0.2, WeinceOptions(beta=beta, **options)).item()
     ref, lams = oracle.weince(a.numpy(), p.numpy(), n.numpy(), 0.2, beta=beta, **options)
     assert got == pytest.approx(ref, rel=1e-9)
     assert max(lams) > 0.05  # the Weibit term is active somewhere, so the check is not vacuous
@@ -96,7 +99,7 @@ def test_weince_gradcheck_with_saturated_gates():
     for margin in (-1e3, 1e3):  # AIC gate fully open / shut
 
         def fn(*x, margin=margin):
-            return weince(*x, 0.3, kappa_rho=1e6, kappa_aic=1e6, margin_aic=margin)
+            return weince(*x, 0.3, WeinceOptions(kappa_rho=1e6, kappa_aic=1e6, margin_aic=margin))
 
         assert torch.autograd.gradcheck(fn, (a, p, n))
 
@@ -118,7 +121,7 @@ def test_weince_gradient_ignores_the_gates(beta):
     assert torch.autograd.gradcheck(frozen, (a, p, n))
     g_ref = torch.autograd.grad(frozen(a, p, n), (a, p, n))
     g = torch.autograd.grad(
-        weince(a, p, n, 0.3, beta=beta, kappa_aic=0.05, margin_aic=-20), (a, p, n)
+        weince(a, p, n, 0.3, WeinceOptions(beta=beta, kappa_aic=0.05, margin_aic=-20)), (a, p, n)
     )
     for x, y in zip(g, g_ref, strict=True):
         torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-14)
@@ -131,18 +134,18 @@ def test_weince_closed_forms():
     assert weince(a, a, n, 0.1).item() == pytest.approx(math.log(k + 1), rel=1e-9)
     # λ = 0 everywhere (AIC gate shut) is InfoNCE
     a, p, n = _batch(seed=7)
-    assert weince(a, p, n, 0.2, kappa_aic=1e6, margin_aic=1e9).item() == pytest.approx(
+    assert weince(a, p, n, 0.2, WeinceOptions(kappa_aic=1e6, margin_aic=1e9)).item() == pytest.approx(
         infonce(a, p, n, 0.2).item(), rel=1e-12
     )
 
 
 def test_weince_invariances():
     a, p, n = _batch(seed=9)
-    base = weince(a, p, n, 0.2, beta="fitted").item()
+    base = weince(a, p, n, 0.2, FITTED).item()
     perm = torch.randperm(n.shape[1], generator=torch.Generator().manual_seed(0))
-    assert weince(a, p, n[:, perm], 0.2, beta="fitted").item() == pytest.approx(base, rel=1e-9)
+    assert weince(a, p, n[:, perm], 0.2, FITTED).item() == pytest.approx(base, rel=1e-9)
     r = torch.from_numpy(oracle.random_orthogonal(6, 2))
-    assert weince(a @ r, p @ r, n @ r, 0.2, beta="fitted").item() == pytest.approx(base, rel=1e-9)
+    assert weince(a @ r, p @ r, n @ r, 0.2, FITTED).item() == pytest.approx(base, rel=1e-9)
 
 
 def test_weince_errors():
@@ -150,4 +153,4 @@ def test_weince_errors():
     with pytest.raises(ValueError, match="need k >= 3"):
         weince(a, p, n, 0.2)
     with pytest.raises(ValueError, match="beta = 'x': allowed fixed | fitted"):
-        weince(*_batch(), 0.2, beta="x")
+        weince(*_batch(), 0.2, WeinceOptions(beta="x"))

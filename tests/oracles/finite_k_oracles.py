@@ -11,15 +11,7 @@ import math
 
 import numpy as np
 
-
-def _unit(v) -> list[float]:
-    v = [float(t) for t in v]
-    norm = math.sqrt(math.fsum(t * t for t in v))
-    return [t / norm for t in v]
-
-
-def _dot(u, v) -> float:
-    return math.fsum(a * b for a, b in zip(u, v, strict=True))
+from tests.oracles.search_oracles import _dot, _unit
 
 
 def crn_loop(z_anchor, z_pos, z_pool, neg_index, ks, tau: float) -> dict[str, np.ndarray]:

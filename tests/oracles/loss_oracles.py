@@ -87,19 +87,19 @@ def weince_row_fit(neg: list[float], tail_frac: float = 0.10) -> dict[str, float
     return out
 
 
-def weince(
-    a: np.ndarray,
-    p: np.ndarray,
-    n: np.ndarray,
-    tau: float,
-    beta: str = "fixed",
-    kappa_rho: float = 10.0,
-    kappa_aic: float = 1.0,
-    margin_aic: float = 2.0,
-    rho_quantile: float = 0.2,
-    tail_frac: float = 0.10,
-) -> tuple[float, list[float]]:
-    """WEINCE loss and the λ_i, by a per-row loop (SPEC.md §1 steps 1–5)."""
+# SPEC.md §1 (WEINCE): β fixed as in the official code; κ_ρ = 10, κ_AIC = 1, m_AIC = 2, ρ0 the
+# 0.2-quantile, tail 10% of the negatives
+WEINCE_SPEC = {"beta": "fixed", "kappa_rho": 10.0, "kappa_aic": 1.0, "margin_aic": 2.0,
+               "rho_quantile": 0.2, "tail_frac": 0.10}
+
+
+def weince(a: np.ndarray, p: np.ndarray, n: np.ndarray, tau: float,
+           **options: float | str) -> tuple[float, list[float]]:
+    """WEINCE loss and the λ_i, by a per-row loop (SPEC.md §1 steps 1–5); ``options`` override
+    :data:`WEINCE_SPEC`."""
+    o = {**WEINCE_SPEC, **options}
+    beta, tail_frac, rho_quantile = str(o["beta"]), float(o["tail_frac"]), float(o["rho_quantile"])
+    kappa_rho, kappa_aic, margin_aic = (float(o[k]) for k in ("kappa_rho", "kappa_aic", "margin_aic"))
 
     def sig(x: float) -> float:
         return 1 / (1 + math.exp(-x))

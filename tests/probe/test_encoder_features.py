@@ -18,6 +18,7 @@ from torch import nn
 from pipeline.encoders import make_encoder
 from pipeline.encoders.features import BACKBONE, HEAD, embed_features, split_encoder
 from pipeline.seeding import seeded_init
+from tests.fixtures.tiny_towers import TINY_CLIP, TINY_VIT
 
 ATOL = 1e-6
 
@@ -77,14 +78,6 @@ def test_mlp_backbone_is_all_but_the_last_linear(shape):
 def test_linear_and_mlp_without_hidden_layers_have_no_head(shape):
     _check("linear", _build("linear", shape, 6), _x(5, *shape), None)
     _check("mlp", _build("mlp", shape, 6, {"hidden": []}), _x(5, *shape), None)
-
-
-TINY_CLIP = {"embed_dim": 16,
-             "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "head_width": 32,
-                            "patch_size": 8},
-             "text_cfg": {"context_length": 8, "vocab_size": 64, "width": 32, "heads": 2,
-                          "layers": 1}}
-TINY_VIT = {"img_size": 32, "depth": 2}
 
 
 @pytest.fixture

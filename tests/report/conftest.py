@@ -46,4 +46,3 @@ def report_cfg():
         return ReportConfig.model_validate(base | overrides)
 
     return make
-

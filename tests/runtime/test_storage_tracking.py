@@ -49,17 +49,20 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 
 
 def test_a_half_written_cell_is_not_done(tmp_path):
-    (tmp_path / "c1").mkdir()
-    (tmp_path / "c1" / "embeddings.parquet").write_bytes(b"partial")
-    assert store.inspect(tmp_path / "c1").status == "todo"
-    files = store.checksums(tmp_path / "c1", ["embeddings.parquet"])
-    storage.atomic_write_json(tmp_path / "c1" / "cell.json", {"status": "ok", "files": files})
-    assert store.inspect(tmp_path / "c1").status == "done"
+    folder = store.cell_folder(tmp_path, "c1", "v1")
+    folder.mkdir(parents=True)
+    (folder / "embeddings.parquet").write_bytes(b"partial")
+    assert store.inspect(folder) == store.CellState("todo", problem="no cell.json")
+    storage.atomic_write_json(folder / "cell.json", {"status": "ok"})  # a record, no checksums
+    assert store.inspect(folder).status == "todo"
+    storage.atomic_write_json(folder / "cell.json", {
+        "status": "ok", "files": store.checksums(folder, ["embeddings.parquet"])})
+    assert store.inspect(folder).status == "done"
 
 
 def test_one_run_per_cell_across_invocations(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    record = {"cell_id": "c0ffee", "version": "v1", "status": "ok",
+    record = {"cell_id": "c0ffee", "status": "ok",
               "config": {"k": 4, "train": {"lr": 0.1},
                          "data": {"name": "laplace", "n_train": 10, "n_heldout": 10}},
               "git_sha": "abc", "dataset_hash": "d", "wall_seconds": 1.5}
@@ -70,8 +73,8 @@ def test_one_run_per_cell_across_invocations(tmp_path):
         record_cell(tracker, parent, record, history)
         tracker.end(parent)
     runs = Tracker(uri, "exp").cell_runs()
-    assert list(runs) == ["c0ffee/v1"]  # keyed by cell id and version
-    run = runs["c0ffee/v1"]
+    assert list(runs) == ["c0ffee/"]  # run_key: cell_id/version (no version in this record)
+    run = runs["c0ffee/"]
     assert run.info.status == "FINISHED"
     assert run.data.params["train.lr"] == "0.1" and run.data.tags["git_sha"] == "abc"
     steps = tracker.client.get_metric_history(run.info.run_id, "train_loss")
@@ -86,8 +89,8 @@ def test_uri_storage_roundtrip(tmp_path):
     assert isinstance(root, storage.ObjectPath)
     cell = store.cell_folder(root, "c1", "v1")
     assert cell == f"file://{tmp_path}/store/c1/v1" and cell.name == "v1"
-    assert cell.parent == root / "c1"
-    assert not cell.exists() and store.inspect(cell).status == "todo"
+    assert cell.parent == root / "c1" and not cell.exists()
+    assert store.inspect(cell).status == "todo"
     z0 = np.arange(12, dtype=np.float32).reshape(4, 3)
     storage.write_table(storage.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "c1"}),
                         cell / "embeddings.parquet")
@@ -100,8 +103,7 @@ def test_uri_storage_roundtrip(tmp_path):
     assert store.inspect(cell).status == "todo"  # no cell.json yet: not done
     files = store.checksums(cell, ["embeddings.parquet", "history.parquet"])
     storage.atomic_write_json(cell / "cell.json", {"status": "ok", "files": files})
-    assert store.inspect(cell).status == "done" and store.inspect(cell, [0]).status == "todo"
-    assert store.versions(root, "c1") == ["v1"]
+    assert store.inspect(cell).status == "done" and store.versions(root, "c1") == ["v1"]
     local = tmp_path / "store" / "c1" / "v1"
     assert sorted(p.name for p in local.iterdir()) == ["cell.json", "embeddings.parquet",
                                                        "history.parquet"]  # no temporaries

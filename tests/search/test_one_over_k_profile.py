@@ -4,18 +4,17 @@ k·(CE − R_k) tending to the expansion's c₁ and the slope over k >= 8 the ex
 from __future__ import annotations
 
 import pytest
-from safetensors.torch import save_file
 
 from pipeline.config import expand, from_mapping, merge, read_yaml
 from pipeline.datasets import load_dataset
-from pipeline.runtime.evaluate import search_cell
-from pipeline.train import train_cell
+from pipeline.search.cell import search_cell
+from pipeline.train import initial_encoder, train_cell
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
 
-def test_finite_k_gap_has_slope_minus_one(tmp_path):
+def test_finite_k_gap_has_slope_minus_one():
     raw = merge(read_yaml(ROOT / "params.yaml"), read_yaml(ROOT / "profiles" / "whiteley-k.yaml"))
     raw = merge(raw, {"data": {"n_train": 1000, "n_heldout": 3000}, "grid": {"n": [1000]},
                       "train": {"epochs": 3},
@@ -24,10 +23,9 @@ def test_finite_k_gap_has_slope_minus_one(tmp_path):
     (cell,) = expand(params)
     d = params.data
     dataset = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
-    model = train_cell(cell, dataset).model
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              str(tmp_path / "model.safetensors"))
-    summary, sweep = search_cell(cell, dataset, tmp_path, params.search)
+    encoders = {"trained": train_cell(cell, dataset).model.eval(),
+                "initial": initial_encoder(cell, dataset.input_shape).eval()}
+    summary, sweep = search_cell(cell, dataset, encoders, params.search)
     assert {r["encoder"] for r in sweep} == {"trained", "initial"}
     assert [r["k"] for r in sweep if r["encoder"] == "trained"] == [2, 4, 8, 16, 32, 64, 128, 256, 512]
     assert summary["search_pool_source"] == "fresh" and summary["search_pool"] == 32768

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.report import one_over_k
 from pipeline.search import crn_gap_sweep, crn_table, fit_loglog_slope, nested_negatives
+from tests.conftest import assert_drawn_png
 
 
 def _rows(rng, encoder, tau=1.0, fit_k_max=None):
@@ -29,7 +30,8 @@ def _rows(rng, encoder, tau=1.0, fit_k_max=None):
     return rows, sweep
 
 
-def test_write(rng, tmp_path):
+def test_write(rng, tmp_path, capture):
+    figs = capture(one_over_k)
     (tmp_path / "plots").mkdir()
     trained, sweep = _rows(rng, "trained")
     initial, _ = _rows(rng, "initial")
@@ -58,8 +60,18 @@ def test_write(rng, tmp_path):
     assert got["slope_leading"] == pytest.approx(lead.slope, abs=1e-5)
     assert got["slope_leading_ci_high"] == pytest.approx(lead.ci_high, abs=1e-5)
     assert got["leading_covers_minus_one"] == (lead.ci_low <= -1 <= lead.ci_high)
-    png = tmp_path / "plots" / "one_over_k.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert_drawn_png(tmp_path / "plots" / "one_over_k.png")
+    full, zoom = figs[0].axes
+    for ax in (full, zoom):  # each encoder's k·(CE − R_k) of the first cell, c0
+        by_label = {ln.get_label(): ln for ln in ax.get_lines()}
+        for encoder, rows in (("trained", trained), ("initial", initial)):
+            name = one_over_k.LABELS[encoder]
+            (line,) = [ln for label, ln in by_label.items() if label.startswith(f"{name}: ")
+                       and ln.get_marker() == "o"]
+            np.testing.assert_allclose(line.get_xdata(), [r["k"] for r in rows])
+            np.testing.assert_allclose(line.get_ydata(), [r["k"] * r["gap"] for r in rows])
+    assert any(f"slope {entry['trained']['slope']:.4f}" in ln.get_label() for ln in full.get_lines())
+    assert full.get_xscale() == "log" and "Proposition 1" in full.get_title()
 
 
 def test_write_with_an_upper_end_and_old_rows(rng, tmp_path):

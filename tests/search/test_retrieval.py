@@ -1,12 +1,13 @@
-"""Held-out risk and recall against loops written from the definitions."""
+"""Held-out risk, recall and the leave-one-out kNN vote against loops written from the definitions."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 
-from pipeline.search import heldout_infonce_risk, recall_at_k
+from pipeline.search import heldout_infonce_risk, loo_majority_knn_accuracy, recall_at_k
 
 
 def _unit(z):
@@ -50,3 +51,40 @@ def test_identical_embeddings_give_log_k_plus_one():
     z = np.ones((10, 3))
     r = heldout_infonce_risk(z, z, 4, 0.5, np.random.default_rng(0))
     assert math.isclose(r.risk, math.log(5) - math.log(4), rel_tol=1e-12)
+
+
+def _loo_majority_loop(z, labels, k):
+    """Straight from the definition: for each point, the k most similar other points vote."""
+    u = _unit(z)
+    correct = 0
+    for i in range(len(u)):
+        sims = sorted(((float(u[i] @ u[j]), j) for j in range(len(u)) if j != i), reverse=True)
+        votes = {}
+        for _, j in sims[:k]:
+            votes[int(labels[j])] = votes.get(int(labels[j]), 0) + 1
+        best = max(votes.values())
+        correct += min(c for c, v in votes.items() if v == best) == labels[i]  # ties: smallest
+    return correct / len(u)
+
+
+@pytest.mark.parametrize("k, block", [(1, 1024), (4, 7), (5, 13)])
+def test_loo_majority_knn_matches_a_loop(k, block):
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, 60)
+    z = rng.normal(size=(60, 4)) + 1.5 * np.eye(4)[labels]  # classes apart, but overlapping
+    got = loo_majority_knn_accuracy(z, labels, k, block=block)
+    assert got == _loo_majority_loop(z, labels, k)
+    assert 0.0 < got < 1.0  # neither trivial end: the vote is what is tested
+
+
+def test_loo_majority_knn_leaves_each_point_out():
+    """With k = 1 a duplicate of each point is its own neighbour: a point that counted itself
+    would be right every time; its duplicate's label decides instead."""
+    z = np.repeat(np.eye(3), 2, axis=0)
+    labels = np.array([0, 1, 1, 1, 2, 0])  # the pairs disagree in two of three
+    assert loo_majority_knn_accuracy(z, labels, 1) == pytest.approx(2 / 6)
+
+
+def test_loo_majority_knn_rejects_k_out_of_range():
+    with pytest.raises(ValueError, match=r"k = 10: need 1 <= k <= N - 1 = 9"):
+        loo_majority_knn_accuracy(np.eye(10), np.arange(10), 10)

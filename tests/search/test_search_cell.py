@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from safetensors.torch import save_file
 
 from pipeline.config import expand, from_mapping, merge
 from pipeline.datasets import load_dataset
-from pipeline.runtime.evaluate import search_cell
-from pipeline.train import train_cell
+from pipeline.search.cell import search_cell
+from pipeline.train import initial_encoder, train_cell
 
 # data/finite_k.parquet's columns before the CRN estimator; they must all stay
 OLD_COLUMNS = {"cell_id", "encoder", "k", "risk", "risk_se", "ce", "ce_se", "gap", "gap_se",
@@ -18,15 +17,14 @@ NEW_COLUMNS = {"gap_se_pool", "k_gap", "k_gap_se", "resolved", "gap_expansion", 
                "c1_se", "c2", "c3", "fit_k_min", "fit_k_max", "n_anchors", "n_positives", "pool"}
 
 
-def _run(tmp_path, raw):
+def _run(raw):
     params = from_mapping(raw)
     cell = expand(params)[0]
     d = params.data
     dataset = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
-    model = train_cell(cell, dataset).model
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              str(tmp_path / "model.safetensors"))
-    return cell, search_cell(cell, dataset, tmp_path, params.search)
+    encoders = {"trained": train_cell(cell, dataset).model.eval(),
+                "initial": initial_encoder(cell, dataset.input_shape).eval()}
+    return cell, search_cell(cell, dataset, encoders, params.search)
 
 
 @pytest.mark.parametrize("data, source, pool", [
@@ -34,13 +32,13 @@ def _run(tmp_path, raw):
     ({"name": "gaussian_channel", "options": {"input_dim": 16}, "augment": {"a": 0.6}},
      "fresh", 4096),
 ])
-def test_search_cell_rows_and_summary(tmp_path, tiny_params, data, source, pool):
+def test_search_cell_rows_and_summary(tiny_params, data, source, pool):
     raw = merge(tiny_params, {"data": data, "grid": {"k": [4]},
                               "search": {"encoders": ["trained", "initial"], "pool": 4096,
                                          "k_sweep": [2, 8, 32], "fit_k_min": 2}})
     if data["name"] == "gaussian_channel":
         raw["data"]["augment"] = data["augment"]
-    cell, (summary, rows) = _run(tmp_path, raw)
+    cell, (summary, rows) = _run(raw)
     assert summary["search_pool_source"] == source and summary["search_pool"] == pool
     assert len(rows) == 8 and {r["encoder"] for r in rows} == {"trained", "initial"}
     for r in rows:

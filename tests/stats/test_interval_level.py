@@ -52,9 +52,10 @@ def test_stage_passes_report_level(tiny_params, monkeypatch):
         return pd.DataFrame({"cell_id": [], "status": [], "representation": []}), pd.DataFrame()
 
     monkeypatch.setattr(stages.stats, "resolved_params", lambda: params)
-    grid = pd.DataFrame([{"cell_id": "a", "status": "ok", "reason": "", "path": "/nowhere/a",
-                          **expand(params)[0].grid_values()}])
-    monkeypatch.setattr(stages.stats, "read_grid", lambda: grid)
+    cell = expand(params)[0]  # a manifest row as stages.train writes it
+    row = {"cell_id": cell.cell_id, "status": "ok", "reason": "", "path": "/store/c/v1",
+           **cell.grid_values()}
+    monkeypatch.setattr(stages.stats, "read_grid", lambda: pd.DataFrame([row]))
     monkeypatch.setattr(stages.stats, "compute_stats", fake_compute)
     monkeypatch.setattr(stages.stats.storage, "write_frame", lambda frame, path: None)
     assert stages.stats.main([]) == 0
