@@ -26,6 +26,7 @@ from pipeline.encoders.features import embed_features, split_encoder
 from pipeline.probe.knn import weighted_knn
 from pipeline.probe.linear import linear_probe
 
+
 @dataclass(frozen=True)
 class ProbeSettings:
     """``probe:`` of params (see pipeline/config/sections.py ProbeConfig) and the level."""
