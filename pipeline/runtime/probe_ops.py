@@ -47,8 +47,8 @@ def probe_cell(cell: Cell, dataset: Dataset, folder: str,
         device = pick_device("cpu" if cell.train.device == "cpu" else "auto")
         encoders = load_encoders(cell, dataset, storage.location(folder))
         rows = []
-        for state in STATES:
-            rng = numpy_generator(cell.seed, cell.cell_id, "probe", state)
+        for state in STATES:  # the same splits for both: trained and untrained are paired
+            rng = numpy_generator(cell.seed, cell.cell_id, "probe")
             scores = evaluate_encoder(cell.arch, encoders[state].to(device), dataset.x_train,
                                       dataset.y_train, dataset.x_heldout, dataset.y_heldout,
                                       settings, rng, device)

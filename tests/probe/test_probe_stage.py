@@ -79,8 +79,13 @@ def _run(tmp_path, monkeypatch, params) -> pd.DataFrame:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CBENCH_STORE", str(tmp_path / "store"))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in (resolve, prepare, train, probe):
-        assert stage.main([]) == 0, stage.__name__
+    try:
+        for stage in (resolve, prepare, train, probe):
+            assert stage.main([]) == 0, stage.__name__
+    finally:
+        import ray
+
+        ray.shutdown()  # the train stage started a local Ray in this process
     return pd.read_parquet(tmp_path / PROBE)
 
 
