@@ -53,3 +53,16 @@ def test_the_training_path_imports_no_io_or_config_library():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=ROOT.parent).stdout.split()
     assert not set(forbidden) & set(loaded), sorted(set(forbidden) & set(loaded))
+
+
+def test_test_files_have_unique_basenames():
+    """pytest's default import mode keys test modules by basename (no __init__.py here):
+    two test_x.py in different folders stop the whole collection on a fresh clone."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted(tests.rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(tests)} and {path.relative_to(tests)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "test files share a basename: " + "; ".join(clashes)
