@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.runtime import storage, store
-from pipeline.runtime.cells import run_cell
-from pipeline.train import embed_heldout, initial_encoder, train_cell
+from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name, run_cell
+from pipeline.train import backbone_views, embed_heldout, initial_encoder, train_cell
 
 
 @pytest.fixture
@@ -124,3 +124,44 @@ def test_synco_with_a_moco_queue_trains(tiny_params, dataset):
     (cell, _) = expand(from_mapping(tiny_params))
     result = train_cell(cell, dataset)
     assert np.isfinite([h.loss for h in result.history]).all()
+
+
+def test_backbone_views_beside_the_head_and_written_with_checksums(tiny_params, dataset, tmp_path):
+    # an MLP has a backbone (its hidden layers) and a head (its last Linear): one forward pass
+    # gives both, the head's views are the encoder's output, and the cell writes both layers
+    tiny_params["grid"]["arch"] = ["mlp"]
+    tiny_params["arch_options"] = {"mlp": {"hidden": [24]}}
+    cell = expand(from_mapping(tiny_params))[0]
+    model = initial_encoder(cell, (16,))
+    views = embed_heldout(model, dataset, cell)
+    backbone = backbone_views(views)
+    assert backbone is not None and backbone[0].shape == (200, 24) and views[0].shape == (200, 8)
+    with torch.no_grad():
+        x = torch.from_numpy(dataset.x_heldout)
+        # same operations in the same order as model(x); a tolerance all the same (STYLE §15)
+        np.testing.assert_allclose(views[0], model(x).numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(views[1], model[-1](torch.from_numpy(backbone[1])).numpy(),
+                                   rtol=0, atol=1e-6)
+    folder = tmp_path / cell.cell_id / "v1"
+    outcome = run_cell(cell, dataset, folder, {"git_sha": "abc"}, snapshot_epochs=[0])
+    assert outcome.status == "ok", outcome.reason
+    layers = {BACKBONE_FILE, backbone_snapshot_name(0)}
+    assert layers == {"backbone.parquet", "backbone_e0000.parquet"}
+    record = storage.read_json(folder / "cell.json")
+    assert layers <= set(record["files"])
+    for name in layers:
+        assert record["files"][name]["sha256"] == storage.file_sha256(folder / name)
+    assert storage.read_embeddings(folder / BACKBONE_FILE, 1).shape == (200, 24)
+    meta = storage.read_metadata(folder / backbone_snapshot_name(0))
+    assert meta["epoch"] == "0" and meta["cell_id"] == cell.cell_id
+    # the epoch-0 backbone is the untrained encoder's, as for the head
+    np.testing.assert_allclose(storage.read_embeddings(folder / backbone_snapshot_name(0), 0),
+                               backbone[0], rtol=0, atol=1e-6)
+
+
+def test_an_encoder_without_a_head_writes_no_backbone(cells, dataset, tmp_path):
+    assert cells[0].arch == "linear"
+    assert backbone_views(embed_heldout(initial_encoder(cells[0], (16,)), dataset, cells[0])) is None
+    folder = tmp_path / "c" / "v1"
+    assert run_cell(cells[0], dataset, folder, {}, snapshot_epochs=[0]).status == "ok"
+    assert not [p.name for p in folder.iterdir() if p.name.startswith("backbone")]

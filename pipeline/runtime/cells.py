@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from safetensors.torch import save
@@ -23,7 +24,7 @@ from pipeline.datasets import Dataset
 from pipeline.grid import Cell
 from pipeline.runtime import storage
 from pipeline.runtime.store import checksums
-from pipeline.train import DivergedError, embed_heldout, train_cell
+from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,25 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
     }
 
 
+BACKBONE_FILE = "backbone.parquet"  # the backbone's held-out views beside embeddings.parquet
+
+
+def backbone_snapshot_name(epoch: int) -> str:
+    """File of the backbone's held-out views at ``epoch`` (0: the untrained control)."""
+    return f"backbone_e{epoch:04d}.parquet"
+
+
+def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels: np.ndarray | None,
+                 meta: Mapping[str, str], head_name: str, backbone_name: str) -> None:
+    """The head's views to ``head_name``, and the backbone's (when the encoder has one) to
+    ``backbone_name``: the same Parquet contract (``storage.embeddings_table``)."""
+    layers = {head_name: views, backbone_name: backbone_views(views)}
+    for name, pair in layers.items():
+        if pair is not None:
+            table = storage.embeddings_table({0: pair[0], 1: pair[1]}, labels, meta)
+            storage.write_table(table, out / name)
+
+
 def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
                    snapshot_epochs: Sequence[int]) -> list[dict[str, float]]:
     result = train_cell(cell, dataset, snapshot_epochs)
@@ -60,12 +80,10 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
                  **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
     views = embed_heldout(result.model, dataset, cell)
     for epoch, snap in sorted(result.snapshots.items()):
-        table = storage.embeddings_table({0: snap[0], 1: snap[1]}, dataset.y_heldout,
-                                         {**file_meta, "epoch": str(epoch)})
-        storage.write_table(table, out / storage.snapshot_name(epoch))
-    table = storage.embeddings_table({0: views[0], 1: views[1]}, dataset.y_heldout,
-                                     {**file_meta, "epoch": str(cell.train.epochs)})
-    storage.write_table(table, out / "embeddings.parquet")
+        _write_views(out, snap, dataset.y_heldout, {**file_meta, "epoch": str(epoch)},
+                     storage.snapshot_name(epoch), backbone_snapshot_name(epoch))
+    _write_views(out, views, dataset.y_heldout, {**file_meta, "epoch": str(cell.train.epochs)},
+                 "embeddings.parquet", BACKBONE_FILE)
     history = [asdict(h) for h in result.history]
     storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.cell_id), out / "history.parquet")
     return history
@@ -77,7 +95,9 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
 
     meta: what the record carries besides the run (git_sha, dataset_hash, version,
     code_fingerprint...). ``snapshot_epochs``: epochs (0 = the untrained control) whose held-out
-    embeddings are also written, as ``embeddings_e<epoch>.parquet``. Every file is written to a
+    embeddings are also written, as ``embeddings_e<epoch>.parquet``. An encoder with a backbone
+    and a head (:func:`pipeline.encoders.features.split_encoder`) also gets its backbone's views,
+    ``backbone.parquet`` and ``backbone_e<epoch>.parquet``, same contract. Every file is written to a
     temporary folder beside ``folder`` that replaces it at the end (on object stores: file by
     file, ``cell.json`` last), so a reader never sees a half-written cell, and the record lists
     each file's size and SHA-256 so that later damage is seen.
