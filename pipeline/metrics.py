@@ -15,7 +15,12 @@ Derived columns resolve through :func:`lookup` from a base metric and a prefix:
   n, d and covariance; ``supervised_``: the supervised cell sharing the encoder, its initial
   weights and training rows; ``delta_``: trained − untrained. None of these is ranked.
 
-A representation prefix may precede one other (``norm_null_cv``). Which prefixes a base metric
+- ``backbone_``: the statistic of the encoder's backbone, the features its head reads (ResNet:
+  the pooled 512-d features before ``fc``; pipeline.encoders.features), where the encoder has
+  both (same direction as the base).
+
+A layer prefix may precede a representation prefix, and either may precede one control
+(``backbone_norm_cv``, ``norm_null_cv``, ``backbone_control_cv``). Which prefixes a base metric
 takes is part of its entry (``families``). To add a metric, add one ``Metric(...)`` to
 ``_ENTRIES``. Pure stdlib.
 """
@@ -28,6 +33,7 @@ from typing import Literal
 
 Better = Literal["higher", "lower", "neither"]
 
+LAYERS = {"backbone_": ("backbone", "of the encoder's backbone (the features its head reads)")}
 REPRESENTATIONS = {"norm_": ("normalised", "of the L2-normalised embeddings"),
                    "proj_": ("projected", "of random 1-D projections of the embeddings")}
 CONTROLS = {
@@ -39,8 +45,8 @@ CONTROLS = {
                                   "weights and training rows"),
     "delta_": ("Δ untrained", "trained minus untrained (the same encoder at epoch 0)"),
 }
-_BETSER = frozenset({"norm_", "proj_", "control_", "null_", "supervised_", "delta_"})
-_GEOMETRY = frozenset({"norm_", "proj_"})
+_BETSER = frozenset({"backbone_", "norm_", "proj_", "control_", "null_", "supervised_", "delta_"})
+_GEOMETRY = frozenset({"backbone_", "norm_", "proj_"})
 _SEARCH = frozenset({"initial_"})
 
 
@@ -153,10 +159,10 @@ _ENTRIES = (
 METRICS: dict[str, Metric] = {m.name: m for m in _ENTRIES}
 
 
-def _derived(base: Metric, name: str, rep: str, control: str) -> Metric:
-    """The entry of ``<rep><control><base>`` (either prefix may be empty)."""
+def _derived(base: Metric, name: str, layer: str, rep: str, control: str) -> Metric:
+    """The entry of ``<layer><rep><control><base>`` (any prefix may be empty)."""
     tags, phrases = [], []
-    for prefix, table in ((rep, REPRESENTATIONS), (control, CONTROLS)):
+    for prefix, table in ((layer, LAYERS), (rep, REPRESENTATIONS), (control, CONTROLS)):
         if prefix and prefix != "delta_":
             tags.append(table[prefix][0])
             phrases.append(table[prefix][1])
@@ -173,14 +179,18 @@ def _derived(base: Metric, name: str, rep: str, control: str) -> Metric:
 def _resolve(name: str) -> Metric | None:
     if name in METRICS:
         return METRICS[name]
-    for rep in ("", *REPRESENTATIONS):
-        if not name.startswith(rep):
+    for layer in ("", *LAYERS):
+        if not name.startswith(layer):
             continue
-        rest = name[len(rep):]
-        for control in ("", *CONTROLS):
-            base = METRICS.get(rest[len(control):]) if rest.startswith(control) else None
-            if (rep or control) and base is not None and {rep, control} - {""} <= base.families:
-                return _derived(base, name, rep, control)
+        for rep in ("", *REPRESENTATIONS):
+            if not name.startswith(layer + rep):
+                continue
+            rest = name[len(layer + rep):]
+            for control in ("", *CONTROLS):
+                base = METRICS.get(rest[len(control):]) if rest.startswith(control) else None
+                if ((layer or rep or control) and base is not None
+                        and {layer, rep, control} - {""} <= base.families):
+                    return _derived(base, name, layer, rep, control)
     return None
 
 
@@ -196,7 +206,7 @@ def lookup(name: str) -> Metric:
     """
     metric = _resolve(name)
     if metric is None:
-        families = ", ".join(f"{p}<metric>" for p in (*REPRESENTATIONS, *CONTROLS))
+        families = ", ".join(f"{p}<metric>" for p in (*LAYERS, *REPRESENTATIONS, *CONTROLS))
         raise ValueError(f"metric {name!r}: not in the registry (pipeline/metrics.py); allowed: "
                          f"{', '.join(METRICS)}, and the derived columns {families} where the "
                          "metric has them")

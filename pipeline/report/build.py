@@ -177,7 +177,8 @@ def build(inputs: Inputs) -> Report:
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
-    specs = figures.plan(cells, inputs.stats, inputs.bounds, best, primary, cfg.level)
+    specs = figures.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best, primary,
+                         cfg.level)
     shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
     return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
                   full=full_table(cells, cfg), comparison=comparison, papers_md=section,

@@ -10,6 +10,7 @@ from scipy import stats as sps
 
 import stages.stats
 from pipeline.config import from_mapping
+from pipeline.grid import GRID_AXES
 from pipeline.runtime import storage
 from pipeline.runtime.dask_ops import INTERVAL_LEVEL, stats_graph
 
@@ -42,7 +43,7 @@ def test_graph_intervals_follow_the_level(tmp_path, tiny_params):
         stats_graph({("c", 2): path}, cfg, level=1.0)
 
 
-def test_stage_passes_report_level(tiny_params, monkeypatch):
+def test_stage_passes_report_level(tiny_params, monkeypatch, tmp_path):
     tiny_params["report"]["level"] = 0.9
     params = from_mapping(tiny_params)
     seen = {}
@@ -52,8 +53,9 @@ def test_stage_passes_report_level(tiny_params, monkeypatch):
         return pd.DataFrame({"cell_id": [], "status": [], "representation": []}), pd.DataFrame()
 
     monkeypatch.setattr(stages.stats, "resolved_params", lambda: params)
-    monkeypatch.setattr(stages.stats, "read_grid",
-                        lambda: pd.DataFrame({"cell_id": ["a"], "status": ["ok"], "reason": [""]}))
+    grid = pd.DataFrame({"cell_id": ["a"], "status": ["ok"], "reason": [""],
+                         "path": [str(tmp_path / "a")], **{axis: [0] for axis in GRID_AXES}})
+    monkeypatch.setattr(stages.stats, "read_grid", lambda: grid)
     monkeypatch.setattr(stages.stats, "compute_stats", fake_compute)
     monkeypatch.setattr(stages.stats.storage, "write_frame", lambda frame, path: None)
     assert stages.stats.main([]) == 0
