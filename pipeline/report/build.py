@@ -173,7 +173,8 @@ def build(inputs: Inputs) -> Report:
                              cfg.primary)
     comparison = _comparison(cells, params)
     board = make_board(cells, cfg, params.data.name, comparison=comparison)
-    section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level)
+    section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level,
+                                                      inputs.records)
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
