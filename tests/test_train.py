@@ -165,3 +165,30 @@ def test_an_encoder_without_a_head_writes_no_backbone(cells, dataset, tmp_path):
     folder = tmp_path / "c" / "v1"
     assert run_cell(cells[0], dataset, folder, {}, snapshot_epochs=[0]).status == "ok"
     assert not [p.name for p in folder.iterdir() if p.name.startswith("backbone")]
+
+
+def test_dead_backbone_units_are_left_out_with_their_indices(tmp_path):
+    from pipeline.runtime.cells import _write_views
+    from pipeline.train import HeldoutViews
+
+    rng = np.random.default_rng(0)
+    head = (rng.normal(size=(50, 4)).astype(np.float32),) * 2
+    h0 = np.maximum(rng.normal(size=(50, 6)), 0).astype(np.float32)
+    h0[:, [1, 4]] = 0  # units no clean image switches on
+    h1 = h0.copy()
+    h1[3, 1] = 0.5  # ... though one augmented view does: left out of both views all the same
+    storage_dir = storage.location(tmp_path)
+    _write_views(storage_dir, HeldoutViews(head, (h0, h1)), None, {"epoch": "3"}, "e.parquet",
+                 "b.parquet")
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "b.parquet", 0),
+                                  h0[:, [0, 2, 3, 5]])
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "b.parquet", 1),
+                                  h1[:, [0, 2, 3, 5]])
+    meta = storage.read_metadata(tmp_path / "b.parquet")
+    assert meta["dead_units"] == "[1, 4]" and meta["width"] == "6" and meta["epoch"] == "3"
+    # the norms of the clean views are the backbone's own: the dropped coordinates are zeros
+    np.testing.assert_allclose(np.linalg.norm(storage.read_embeddings(tmp_path / "b.parquet", 0),
+                                              axis=1), np.linalg.norm(h0, axis=1), rtol=1e-6)
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "e.parquet", 0), head[0])
+    _write_views(storage_dir, HeldoutViews(head, (h0 * 0, h1)), None, {}, "e.parquet", "b.parquet")
+    assert storage.read_embeddings(tmp_path / "b.parquet", 0).shape == (50, 6)  # all dead: kept

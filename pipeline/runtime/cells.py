@@ -59,15 +59,37 @@ def backbone_snapshot_name(epoch: int) -> str:
     return f"backbone_e{epoch:04d}.parquet"
 
 
+def dead_units(z: np.ndarray) -> np.ndarray:
+    """Indices of the coordinates of ``z`` ``(N, h)`` that are 0 on every row: ReLU units of a
+    backbone that no held-out image switches on."""
+    return np.flatnonzero(~np.any(z != 0, axis=0))
+
+
 def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels: np.ndarray | None,
                  meta: Mapping[str, str], head_name: str, backbone_name: str) -> None:
     """The head's views to ``head_name``, and the backbone's (when the encoder has one) to
-    ``backbone_name``: the same Parquet contract (``storage.embeddings_table``)."""
-    layers = {head_name: views, backbone_name: backbone_views(views)}
-    for name, pair in layers.items():
-        if pair is not None:
-            table = storage.embeddings_table({0: pair[0], 1: pair[1]}, labels, meta)
-            storage.write_table(table, out / name)
+    ``backbone_name``: the same Parquet contract (``storage.embeddings_table``).
+
+    The backbone's dead units (0 on every clean held-out image, view 0) are left out of both of
+    its views, their indices and the backbone's width in the file's metadata (``dead_units``,
+    ``width``): a constant coordinate has no Anderson-Darling or D'Agostino statistic (the stats
+    engine refuses it), and leaving out zeros changes no norm, so CV and the norms are the
+    backbone's own.
+    """
+    table = storage.embeddings_table({0: views[0], 1: views[1]}, labels, meta)
+    storage.write_table(table, out / head_name)
+    backbone = backbone_views(views)
+    if backbone is None:
+        return
+    dead = dead_units(backbone[0])
+    if dead.size == backbone[0].shape[1]:  # all dead: kept, for the stats to say so
+        dead = dead[:0]
+    live = np.setdiff1d(np.arange(backbone[0].shape[1]), dead)
+    layer_meta = {**meta, "dead_units": json.dumps(dead.tolist()),
+                  "width": str(backbone[0].shape[1])}
+    table = storage.embeddings_table({0: backbone[0][:, live], 1: backbone[1][:, live]}, labels,
+                                     layer_meta)
+    storage.write_table(table, out / backbone_name)
 
 
 def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
@@ -97,7 +119,8 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     code_fingerprint...). ``snapshot_epochs``: epochs (0 = the untrained control) whose held-out
     embeddings are also written, as ``embeddings_e<epoch>.parquet``. An encoder with a backbone
     and a head (:func:`pipeline.encoders.features.split_encoder`) also gets its backbone's views,
-    ``backbone.parquet`` and ``backbone_e<epoch>.parquet``, same contract. Every file is written to a
+    ``backbone.parquet`` and ``backbone_e<epoch>.parquet``, same contract, without its dead
+    units (see :func:`_write_views`). Every file is written to a
     temporary folder beside ``folder`` that replaces it at the end (on object stores: file by
     file, ``cell.json`` last), so a reader never sees a half-written cell, and the record lists
     each file's size and SHA-256 so that later damage is seen.
