@@ -111,7 +111,9 @@ PROTOCOL = (
           if c["arch"] == "resnet18" else "not a ResNet-18"),
     Point("representation", "not stated (\"representations\" of the trained encoder); SimCLR "
           "evaluates h (backbone), InfoNCE acts on z (head)", "assumed",
-          lambda c: "both: head (z) and backbone (h), rows below", lambda c: ""),
+          lambda c: "both: head (z) and backbone (h; its dead ReLU units, 0 on every held-out "
+          "image, left out: they have no AD or DP statistic and no effect on norms)",
+          lambda c: ""),
     Point("normalisation", "unnormalised embeddings (Table 1)", "stated",
           lambda c: "raw (rows below); normalised in cells.csv (norm_)", lambda c: ""),
     Point("augmentations", "SimCLR CIFAR-10: crop scale 0.08–1, flip, jitter p 0.8 (0.4, 0.4, "
@@ -216,12 +218,21 @@ def _fmt(stat: str, value: float) -> str:
     return m.text(value) + ("%" if m.unit == "%" else "")
 
 
-def _fmt_ci(stat: str, value: float, se: float, level: float) -> str:
+def _interval(part: pd.DataFrame, col: str, level: float) -> str:
+    """``value [lo, hi]``: one cell's own interval; over several cells the mean ± z·se (normal
+    approximation), fractions clipped to [0, 1]; the value alone without intervals."""
+    value, se = _mean_se(part, col, level)
+    stat = next(s for s in STATS if col.endswith(s))
     text = _fmt(stat, value)
-    if np.isfinite(value) and np.isfinite(se):
-        half = _z(level) * se
-        text += f" [{_fmt(stat, value - half)}, {_fmt(stat, value + half)}]"
-    return text
+    if not (np.isfinite(value) and np.isfinite(se)):
+        return text
+    if len(part) == 1:
+        lo, hi = float(part[f"{col}_lo"].iloc[0]), float(part[f"{col}_hi"].iloc[0])
+    else:
+        lo, hi = value - _z(level) * se, value + _z(level) * se
+        if METRICS[stat].unit == "%":
+            lo, hi = min(max(lo, 0.0), 1.0), max(min(hi, 1.0), 0.0)
+    return f"{text} [{_fmt(stat, lo)}, {_fmt(stat, hi)}]"
 
 
 def _knn(part: pd.DataFrame) -> str:
@@ -251,9 +262,8 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
         for name, part, pre, knn in entries:
             cells = [layer, name, str(len(part))]
             for s in STATS:
-                value, se = _mean_se(part, pre + s, level)
-                cells.append(_fmt_ci(s, value, se, level) if name != "Gaussian null"
-                             else _fmt(s, value))
+                cells.append(_interval(part, pre + s, level) if name != "Gaussian null"
+                             else _fmt(s, _mean_se(part, pre + s, level)[0]))
             body.append([*cells, knn])
         sides, moved = {}, {}
         row: dict[str, Any] = {"layer": layer}

@@ -119,3 +119,15 @@ def test_side_by_side_prints_the_mnist_section(tiny_params):
     assert [c["held"] for c in claims] == [1, 1]
     # not an image data set: no such section
     assert "image rows" not in side_by_side(board, "laplace", 0.95, records)[0]
+
+
+def test_interval_of_one_cell_is_its_own_and_of_several_clipped():
+    one = pd.DataFrame([_cell("contrastive", "a", {**GAUSSIAN, "ad_pass_frac": 0.995})])
+    one.loc[0, "ad_pass_frac_lo"] = 0.97  # an asymmetric interval is shown as it is
+    lines, _ = image_comparison(pd.concat([one, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
+    assert "| 100% [97%, 100%]" in "\n".join(lines)  # 99.5% and 100.5% print as 100%
+    two = pd.concat([one, one.assign(cell_id="c")], ignore_index=True)
+    lines, _ = image_comparison(pd.concat([two, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
+    row = next(line for line in "\n".join(lines).splitlines()
+               if line.startswith("| head      | contrastive"))
+    assert row.split("|")[6].strip().endswith("100%]")  # mean ± z·se, clipped at 100%
