@@ -17,7 +17,12 @@ Derived columns resolve through :func:`lookup` from a base metric and a prefix:
   weights and training rows; ``delta_``: trained − untrained; ``raw_``: the raw inputs (no
   encoder). None of these is ranked. ``weighted_knn_<k>`` is one metric per k.
 
-A representation prefix may precede one other (``norm_null_cv``). Which prefixes a base metric
+- ``backbone_``: the statistic of the encoder's backbone, the features its head reads (ResNet:
+  the pooled 512-d features before ``fc``; pipeline.encoders.features), where the encoder has
+  both (same direction as the base).
+
+A layer prefix may precede a representation prefix, and either may precede one control
+(``backbone_norm_cv``, ``norm_null_cv``, ``backbone_control_cv``). Which prefixes a base metric
 takes is part of its entry (``families``). To add a metric, add one ``Metric(...)`` to
 ``_ENTRIES``. Pure stdlib.
 """
@@ -30,10 +35,9 @@ from typing import Literal
 
 Better = Literal["higher", "lower", "neither"]
 
+LAYERS = {"backbone_": ("backbone", "of the encoder's backbone (the features its head reads)")}
 REPRESENTATIONS = {"norm_": ("normalised", "of the L2-normalised embeddings"),
-                   "proj_": ("projected", "of random 1-D projections of the embeddings"),
-                   "backbone_": ("backbone", "of the backbone's features (before the encoder's "
-                                             "head)")}
+                   "proj_": ("projected", "of random 1-D projections of the embeddings")}
 CONTROLS = {
     "control_": ("untrained", "of the same encoder before training (epoch 0, same seed and "
                               "held-out data)"),
@@ -44,8 +48,8 @@ CONTROLS = {
     "delta_": ("Δ untrained", "trained minus untrained (the same encoder at epoch 0)"),
     "raw_": ("raw input", "of the raw inputs themselves (pixels or input vectors), no encoder"),
 }
-_BETSER = frozenset({"norm_", "proj_", "control_", "null_", "supervised_", "delta_"})
-_GEOMETRY = frozenset({"norm_", "proj_"})
+_BETSER = frozenset({"backbone_", "norm_", "proj_", "control_", "null_", "supervised_", "delta_"})
+_GEOMETRY = frozenset({"backbone_", "norm_", "proj_"})
 _SEARCH = frozenset({"initial_"})
 _PROBE = frozenset({"backbone_", "control_", "supervised_", "delta_", "raw_"})
 # weighted_knn_<k>: one metric per k of probe.knn_k (parametrised, resolved by lookup)
@@ -170,10 +174,10 @@ _ENTRIES = (
 METRICS: dict[str, Metric] = {m.name: m for m in _ENTRIES}
 
 
-def _derived(base: Metric, name: str, rep: str, control: str) -> Metric:
-    """The entry of ``<rep><control><base>`` (either prefix may be empty)."""
+def _derived(base: Metric, name: str, layer: str, rep: str, control: str) -> Metric:
+    """The entry of ``<layer><rep><control><base>`` (any prefix may be empty)."""
     tags, phrases = [], []
-    for prefix, table in ((rep, REPRESENTATIONS), (control, CONTROLS)):
+    for prefix, table in ((layer, LAYERS), (rep, REPRESENTATIONS), (control, CONTROLS)):
         if prefix and prefix != "delta_":
             tags.append(table[prefix][0])
             phrases.append(table[prefix][1])
@@ -204,14 +208,18 @@ def _base(name: str) -> Metric | None:
 def _resolve(name: str) -> Metric | None:
     if _base(name) is not None:
         return _base(name)
-    for rep in ("", *REPRESENTATIONS):
-        if not name.startswith(rep):
+    for layer in ("", *LAYERS):
+        if not name.startswith(layer):
             continue
-        rest = name[len(rep):]
-        for control in ("", *CONTROLS):
-            base = _base(rest[len(control):]) if rest.startswith(control) else None
-            if (rep or control) and base is not None and {rep, control} - {""} <= base.families:
-                return _derived(base, name, rep, control)
+        for rep in ("", *REPRESENTATIONS):
+            if not name.startswith(layer + rep):
+                continue
+            rest = name[len(layer + rep):]
+            for control in ("", *CONTROLS):
+                base = _base(rest[len(control):]) if rest.startswith(control) else None
+                if ((layer or rep or control) and base is not None
+                        and {layer, rep, control} - {""} <= base.families):
+                    return _derived(base, name, layer, rep, control)
     return None
 
 
@@ -227,7 +235,7 @@ def lookup(name: str) -> Metric:
     """
     metric = _resolve(name)
     if metric is None:
-        families = ", ".join(f"{p}<metric>" for p in (*REPRESENTATIONS, *CONTROLS))
+        families = ", ".join(f"{p}<metric>" for p in (*LAYERS, *REPRESENTATIONS, *CONTROLS))
         raise ValueError(f"metric {name!r}: not in the registry (pipeline/metrics.py); allowed: "
                          f"{', '.join(METRICS)}, {KNN_PREFIX}<k>, and the derived columns "
                          f"{families} where the metric has them")

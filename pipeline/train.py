@@ -32,6 +32,7 @@ from pipeline.encoders.device import (
     resolve_compute_mode,
 )
 from pipeline.encoders.encode import ENCODE_BATCH
+from pipeline.encoders.features import BACKBONE, HEAD, SPLIT_ARCHS, EncoderSplit, split_encoder
 from pipeline.encoders.registry import make_encoder
 from pipeline.encoders.supervised import classifier_head, supervised_loss
 from pipeline.grid import Cell
@@ -233,19 +234,45 @@ def compute_mode(cell: Cell, model: nn.Module | None, input_shape: tuple[int, ..
     return cached_compute_mode(key, resolve)
 
 
+class HeldoutViews(tuple[np.ndarray, np.ndarray]):
+    """(view 0, view 1): the encoder's raw float32 output ``(N, d)`` on the clean held-out inputs
+    and on one view of each; ``backbone``: the same two of its backbone ``(N, h)``
+    (:func:`pipeline.encoders.features.split_encoder`), None for an encoder without a head."""
+
+    backbone: tuple[np.ndarray, np.ndarray] | None
+
+    def __new__(cls, head: tuple[np.ndarray, np.ndarray],
+                backbone: tuple[np.ndarray, np.ndarray] | None = None) -> HeldoutViews:
+        out = super().__new__(cls, head)
+        out.backbone = backbone
+        return out
+
+
+def backbone_views(views: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The backbone's (view 0, view 1) that :func:`embed_heldout` returned with ``views``."""
+    return views.backbone if isinstance(views, HeldoutViews) else None
+
+
 @torch.no_grad()
 def embed_heldout(model: nn.Module, dataset: Dataset, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
-    """Raw float32 embeddings of the clean held-out inputs (view 0) and of one view (view 1)."""
+    """Raw float32 embeddings of the clean held-out inputs (view 0) and of one view (view 1): a
+    :class:`HeldoutViews`, which also carries the encoder's backbone's where it has one, from the
+    same forward passes (read it with :func:`backbone_views`)."""
     was_training = model.training
     model.eval()
     dev = next(iter(model.parameters()), torch.empty(0)).device
+    split = (split_encoder(cell.arch, model) if cell.arch in SPLIT_ARCHS  # a plugin's: no split
+             else EncoderSplit(cell.arch, None, None, model))
     aug = make_augmenter(cell.data.name, cell.data.augment)
     gen = torch_generator(cell.data.seed, "heldout-view")
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_heldout))
-    z0, z1 = [], []
+    parts: dict[tuple[str, int], list[Tensor]] = {(n, v): [] for n in split.names for v in (0, 1)}
     for first in range(0, x.shape[0], ENCODE_BATCH):
         xb = x[first:first + ENCODE_BATCH]
-        z0.append(model(xb.to(dev)).float().cpu())
-        z1.append(model(aug(xb, gen).to(dev)).float().cpu())
+        for view, inputs in ((0, xb), (1, aug(xb, gen))):
+            for name, z in split(inputs.to(dev)).items():
+                parts[(name, view)].append(z.float().cpu())
     model.train(was_training)
-    return torch.cat(z0).numpy(), torch.cat(z1).numpy()
+    out = {key: torch.cat(z).numpy() for key, z in parts.items()}
+    backbone = (out[(BACKBONE, 0)], out[(BACKBONE, 1)]) if BACKBONE in split.names else None
+    return HeldoutViews((out[(HEAD, 0)], out[(HEAD, 1)]), backbone)

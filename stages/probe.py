@@ -21,6 +21,7 @@ from pipeline.runtime.context import (
     resolved_params,
     shared_dataset,
     trained_cells,
+    usage_error,
 )
 from pipeline.runtime.probe_ops import compute_probe
 
@@ -29,8 +30,7 @@ COLUMNS = ["cell_id", "state", "layer", "probe_status", "probe_reason"]
 
 def main(argv: list[str] | None = None) -> int:
     if argv:
-        print(f"probe: takes no arguments (got {argv})", file=sys.stderr)
-        return 2
+        return usage_error("probe", argv)
     params = resolved_params()
     if DATASETS[params.data.name].labels != "class":
         storage.write_frame(pd.DataFrame(columns=COLUMNS), PROBE)
@@ -51,4 +51,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

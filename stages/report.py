@@ -16,8 +16,7 @@ from pipeline.runtime.tracking import Tracker, run_key
 
 def main(argv: list[str] | None = None) -> int:
     if argv:
-        print(f"report: takes no arguments (got {argv})", file=sys.stderr)
-        return 2
+        return ctx.usage_error("report", argv)
     params, grid = ctx.resolved_params(), ctx.read_grid()
     folders = ctx.cell_folders(grid)
     records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
@@ -54,4 +53,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

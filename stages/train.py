@@ -26,6 +26,7 @@ from pipeline.runtime.context import (
     git_sha,
     resolved_params,
     tracking_uri,
+    usage_error,
 )
 from pipeline.runtime.executor import run_cells
 from pipeline.runtime.grid_run import Entry, manifest_row, plan, stale_summary, train
@@ -35,9 +36,7 @@ from pipeline.runtime.tracking import Tracker, record_cell, run_key
 
 def main(argv: list[str] | None = None) -> int:
     if argv:
-        print(f"train: takes no arguments (got {argv}); settings come from params.yaml",
-              file=sys.stderr)
-        return 2
+        return usage_error("train", argv)
     params = resolved_params()
     dataset = storage.read_dataset(dataset_path(params.data.name))
     root, snaps, policy = cells_root(params), params.stats.epochs, params.train.on_code_change
@@ -136,4 +135,4 @@ def _sync_runs(tracker: Tracker, parent: str, entries: Sequence[Entry],
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

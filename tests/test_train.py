@@ -12,8 +12,8 @@ from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.losses import temperature_at
 from pipeline.runtime import storage, store
-from pipeline.runtime.cells import run_cell
-from pipeline.train import embed_heldout, initial_encoder, train_cell
+from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name, run_cell
+from pipeline.train import backbone_views, embed_heldout, initial_encoder, train_cell
 
 
 @pytest.fixture
@@ -229,3 +229,71 @@ def test_xclr_trains_with_the_inputs_cosine_graph(tiny_params, monkeypatch):
     seen.clear()
     train_cell(labels_cell, ds)
     assert all(s is None for s, _ in seen)  # the labels graph: the class path, no (B, B) matrix
+
+
+def test_backbone_views_beside_the_head_and_written_with_checksums(tiny_params, dataset, tmp_path):
+    # an MLP has a backbone (its hidden layers) and a head (its last Linear): one forward pass
+    # gives both, the head's views are the encoder's output, and the cell writes both layers
+    tiny_params["grid"]["arch"] = ["mlp"]
+    tiny_params["arch_options"] = {"mlp": {"hidden": [24]}}
+    cell = expand(from_mapping(tiny_params))[0]
+    model = initial_encoder(cell, (16,))
+    views = embed_heldout(model, dataset, cell)
+    backbone = backbone_views(views)
+    assert backbone is not None and backbone[0].shape == (200, 24) and views[0].shape == (200, 8)
+    with torch.no_grad():
+        x = torch.from_numpy(dataset.x_heldout)
+        # same operations in the same order as model(x); a tolerance all the same (STYLE §15)
+        np.testing.assert_allclose(views[0], model(x).numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(views[1], model[-1](torch.from_numpy(backbone[1])).numpy(),
+                                   rtol=0, atol=1e-6)
+    folder = tmp_path / cell.cell_id / "v1"
+    outcome = run_cell(cell, dataset, folder, {"git_sha": "abc"}, snapshot_epochs=[0])
+    assert outcome.status == "ok", outcome.reason
+    layers = {BACKBONE_FILE, backbone_snapshot_name(0)}
+    assert layers == {"backbone.parquet", "backbone_e0000.parquet"}
+    record = storage.read_json(folder / "cell.json")
+    assert layers <= set(record["files"])
+    for name in layers:
+        assert record["files"][name]["sha256"] == storage.file_sha256(folder / name)
+    assert storage.read_embeddings(folder / BACKBONE_FILE, 1).shape == (200, 24)
+    meta = storage.read_metadata(folder / backbone_snapshot_name(0))
+    assert meta["epoch"] == "0" and meta["cell_id"] == cell.cell_id
+    # the epoch-0 backbone is the untrained encoder's, as for the head
+    np.testing.assert_allclose(storage.read_embeddings(folder / backbone_snapshot_name(0), 0),
+                               backbone[0], rtol=0, atol=1e-6)
+
+
+def test_an_encoder_without_a_head_writes_no_backbone(cells, dataset, tmp_path):
+    assert cells[0].arch == "linear"
+    assert backbone_views(embed_heldout(initial_encoder(cells[0], (16,)), dataset, cells[0])) is None
+    folder = tmp_path / "c" / "v1"
+    assert run_cell(cells[0], dataset, folder, {}, snapshot_epochs=[0]).status == "ok"
+    assert not [p.name for p in folder.iterdir() if p.name.startswith("backbone")]
+
+
+def test_dead_backbone_units_are_left_out_with_their_indices(tmp_path):
+    from pipeline.runtime.cells import _write_views
+    from pipeline.train import HeldoutViews
+
+    rng = np.random.default_rng(0)
+    head = (rng.normal(size=(50, 4)).astype(np.float32),) * 2
+    h0 = np.maximum(rng.normal(size=(50, 6)), 0).astype(np.float32)
+    h0[:, [1, 4]] = 0  # units no clean image switches on
+    h1 = h0.copy()
+    h1[3, 1] = 0.5  # ... though one augmented view does: left out of both views all the same
+    storage_dir = storage.location(tmp_path)
+    _write_views(storage_dir, HeldoutViews(head, (h0, h1)), None, {"epoch": "3"}, "e.parquet",
+                 "b.parquet")
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "b.parquet", 0),
+                                  h0[:, [0, 2, 3, 5]])
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "b.parquet", 1),
+                                  h1[:, [0, 2, 3, 5]])
+    meta = storage.read_metadata(tmp_path / "b.parquet")
+    assert meta["dead_units"] == "[1, 4]" and meta["width"] == "6" and meta["epoch"] == "3"
+    # the norms of the clean views are the backbone's own: the dropped coordinates are zeros
+    np.testing.assert_allclose(np.linalg.norm(storage.read_embeddings(tmp_path / "b.parquet", 0),
+                                              axis=1), np.linalg.norm(h0, axis=1), rtol=1e-6)
+    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "e.parquet", 0), head[0])
+    _write_views(storage_dir, HeldoutViews(head, (h0 * 0, h1)), None, {}, "e.parquet", "b.parquet")
+    assert storage.read_embeddings(tmp_path / "b.parquet", 0).shape == (50, 6)  # all dead: kept

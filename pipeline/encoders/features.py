@@ -30,6 +30,7 @@ from pipeline.encoders.pretrained import PretrainedEncoder
 
 HEAD = "head"  # the encoder's output, model(x)
 BACKBONE = "backbone"  # the features its head reads
+SPLIT_ARCHS = ("clip", "dino", "linear", "mlp", "resnet18")  # what split_encoder knows
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,7 @@ def split_encoder(arch: str, model: nn.Module) -> EncoderSplit:
         if isinstance(model.head, nn.Identity):
             return EncoderSplit(arch, None, None, model)
         return EncoderSplit(arch, _FrozenTower(model), model.head, model)
-    raise ValueError(f"arch = {arch!r}: no feature split for it; allowed: clip, dino, linear, "
-                     "mlp, resnet18")
+    raise ValueError(f"arch = {arch!r}: no feature split for it; allowed: {', '.join(SPLIT_ARCHS)}")
 
 
 class _FrozenTower(nn.Module):

@@ -185,11 +185,13 @@ def build(inputs: Inputs) -> Report:
     if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
         board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
                                       f"computed, {params.data.name} has no class labels."))
-    section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level)
+    section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level,
+                                                      inputs.records)
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
-    specs = figures.plan(cells, inputs.stats, inputs.bounds, best, primary, cfg.level)
+    specs = figures.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best, primary,
+                         cfg.level)
     shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
     return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
                   full=full_table(cells, cfg), comparison=comparison, papers_md=section,

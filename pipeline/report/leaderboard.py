@@ -7,13 +7,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.metrics import is_metric, lookup
-from pipeline.report.controls import control_columns, supervised_columns
+from pipeline.report.controls import (
+    CONTROL_STATS,
+    SUPERVISED_KEYS,
+    control_columns,
+    supervised_columns,
+)
 from pipeline.report.tables import axes_in
 
 REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
+HEAD, BACKBONE = "head", "backbone"  # the stats table's layers (stages/stats.py)
+BACKBONE_PREFIX = "backbone_"  # the metric registry's layer family
 # Theorem 1 (data/bounds.parquet) under the leaderboard's names
 BOUND_COLUMNS = {"total": "bound", "measured_gap": "gen_gap", "tightness": "tightness",
                  "vacuous": "vacuous", "bound_status": "bound_status"}
@@ -30,16 +38,67 @@ def _stat_columns(stats: pd.DataFrame) -> list[str]:
     return [c for c in stats.columns if known(c)]
 
 
+def layer_rows(stats: pd.DataFrame, layer: str = HEAD) -> pd.DataFrame:
+    """The stats rows of one layer (``head``: the encoder's output; ``backbone``: the features
+    its head reads). Tables written before the backbone's rows existed are all head rows."""
+    if "layer" not in stats:
+        return stats if layer == HEAD else stats.iloc[:0]
+    return stats[stats.layer == layer]
+
+
+def _layer_columns(board: pd.DataFrame, stats: pd.DataFrame, final_epoch: int, level: float,
+                   layer_prefix: str = "") -> pd.DataFrame:
+    """``board`` with one layer's statistics: per representation ``<layer><rep><stat>`` (and
+    their interval bounds) of the trained encoder, then the untrained control
+    (``<layer>control_``, ``delta_``, ``changed_``) from epoch 0."""
+    final = stats[stats.epoch == final_epoch] if len(stats) else stats
+    for rep, prefix in REPRESENTATION_PREFIX.items():
+        part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
+        if (rep != "raw" or layer_prefix) and part.empty:
+            continue
+        cols = _stat_columns(part)
+        status = {c: f"{layer_prefix}{prefix or 'raw_'}stats_{c}" for c in ("status", "reason")
+                  if c in part}
+        renamed = {c: layer_prefix + prefix + c for c in cols} | status
+        board = board.merge(part[["cell_id", *cols, *status]].rename(columns=renamed),
+                            on="cell_id", how="left")
+    if len(stats) and final_epoch != 0 and (stats.epoch == 0).any():  # the untrained control
+        raw = stats[stats.representation == "raw"]
+        control = control_columns(raw[raw.epoch == final_epoch], raw[raw.epoch == 0], level)
+        control = control.rename(columns={c: layer_prefix + c for c in control if c != "cell_id"})
+        board = board.merge(control, on="cell_id", how="left")
+    return board
+
+
+def _backbone_supervised(board: pd.DataFrame) -> pd.DataFrame:
+    """``backbone_supervised_<s>`` on each contrastive cell: the backbone statistics of the
+    supervised cell sharing its encoder, initial weights and training rows (as
+    :func:`pipeline.report.controls.supervised_columns` does for the head)."""
+    cols = {f"{BACKBONE_PREFIX}{s}": f"{BACKBONE_PREFIX}supervised_{s}" for s in CONTROL_STATS
+            if f"{BACKBONE_PREFIX}{s}" in board}
+    if not cols or "objective" not in board or not (board.objective == "supervised").any():
+        return board
+    keys = [k for k in SUPERVISED_KEYS if k in board]
+    sup = board[(board.objective == "supervised") & (board.status == "ok")]
+    part = sup[[*keys, *cols]].rename(columns=cols).drop_duplicates(subset=keys)
+    out = board.merge(part, on=keys, how="left")
+    out.loc[out.objective != "contrastive", list(cols.values())] = np.nan
+    return out
+
+
 def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None,
          params_hash: str = "", level: float = 0.95, primary: str = "recall_at_1") -> pd.DataFrame:
     """Join the stage tables into the per-cell table, best ``primary`` first, with a ``rank``.
 
     grid: ``data/grid.json`` cells (grid values, status, reason); records: ``cell.json`` per cell
-    id; stats: one row per (cell, epoch, representation): the trained encoder's rows (epoch =
-    ``final_epoch``) go in, raw columns under their names, normalised ones with ``norm_``,
-    projections with ``proj_``; epoch 0 gives the untrained control (``control_``, ``delta_``,
-    ``changed_`` at ``level``). search, bounds: one row per cell.
+    id; stats: one row per (cell, epoch, layer, representation): the trained encoder's rows
+    (epoch = ``final_epoch``) go in, raw columns under their names, normalised ones with
+    ``norm_``, projections with ``proj_``; epoch 0 gives the untrained control (``control_``,
+    ``delta_``, ``changed_`` at ``level``). The backbone's rows (``layer = backbone``, encoders
+    with a head) give the same columns prefixed ``backbone_`` (``backbone_cv``,
+    ``backbone_norm_cv``, ``backbone_control_cv``, ``backbone_supervised_cv``...); a backbone's
+    failed statistics do not fail the cell. search, bounds: one row per cell.
     """
     board = grid.copy()
     for key in ("final_loss", "wall_seconds"):
@@ -49,21 +108,11 @@ def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd
             board[key] = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key, ""))
     board["reason"] = board["reason"].fillna("") if "reason" in board else ""
     board["params_hash"] = params_hash
-    final = stats[stats.epoch == final_epoch] if len(stats) else stats
-    for rep, prefix in REPRESENTATION_PREFIX.items():
-        part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
-        if rep != "raw" and part.empty:
-            continue
-        cols = _stat_columns(part)
-        status = {c: f"{prefix or 'raw_'}stats_{c}" for c in ("status", "reason") if c in part}
-        part = part[["cell_id", *cols, *status]].rename(columns={c: prefix + c for c in cols}
-                                                        | status)
-        board = board.merge(part, on="cell_id", how="left")
-    if len(stats) and final_epoch != 0 and (stats.epoch == 0).any():  # the untrained control
-        raw = stats[stats.representation == "raw"]
-        board = board.merge(control_columns(raw[raw.epoch == final_epoch], raw[raw.epoch == 0],
-                                            level), on="cell_id", how="left")
-    board = supervised_columns(board)
+    board = _layer_columns(board, layer_rows(stats, HEAD), final_epoch, level)
+    backbone = layer_rows(stats, BACKBONE)
+    if len(backbone):
+        board = _layer_columns(board, backbone, final_epoch, level, BACKBONE_PREFIX)
+    board = _backbone_supervised(supervised_columns(board))
     if len(search):
         board = board.merge(search, on="cell_id", how="left")
     if bounds is not None and len(bounds):

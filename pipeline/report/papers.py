@@ -30,8 +30,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from pipeline.datasets.registry import DATASETS
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import METRICS
+from pipeline.report import image_rows
 from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_value, pct
 from pipeline.report.tables import ok_cells
@@ -200,10 +202,14 @@ def _gaussianity_line(cells: pd.DataFrame) -> str:
             "theorem's, not the loss's.")
 
 
-def side_by_side(board: pd.DataFrame, dataset: str,
-                 level: float = 0.95) -> tuple[str, pd.DataFrame, list[dict[str, Any]]]:
+def side_by_side(board: pd.DataFrame, dataset: str, level: float = 0.95,
+                 records: Mapping[str, Mapping[str, Any]] | None = None,
+                 ) -> tuple[str, pd.DataFrame, list[dict[str, Any]]]:
     """(Markdown section, CSV table, claims for metrics.json) for the published settings of
-    Betser et al., Table 1 that this grid's cells match."""
+    Betser et al., Table 1 that this grid's cells match; and, on image data with contrastive and
+    supervised cells, the protocol check (the paper's setting beside the cells' resolved configs
+    from ``records``, ``cell.json`` per cell id) and contrastive vs supervised vs untrained on the
+    head and the backbone (:mod:`pipeline.report.image_rows`)."""
     ok = ok_cells(board)
     parts = _parts(ok)
     lines = ["# Published tables side by side", "",
@@ -253,9 +259,38 @@ def side_by_side(board: pd.DataFrame, dataset: str,
         lines.append("")
         for axis, table in slopes.items():
             lines += _slopes_table(axis, table, level)
+    image_lines, image_table = _image_section(ok, dataset, level, records or {})
+    lines += image_lines
+    for r in image_table:
+        setting = f"{dataset} contrastive vs supervised ({r['layer']})"
+        rows.append({"setting": setting, **r})
+        claims.append({"setting": setting, "claim": "contrastive more Gaussian than supervised",
+                       "tested": r["verdict"] != "unresolved", "groups": 1,
+                       "held": int(r["verdict"] == "held"), "by_training": None,
+                       "verdict": r["verdict"]})
     if not rows:
         known = ", ".join(f"{n}/{a}/{o}" for n, a, o in BETSER_TABLE1)
         lines.append(f"No cell of this grid matches a published setting (data.name/arch/objective: "
                      f"{known}); `make run PROFILE=profiles/betser-synthetic.yaml` runs the "
                      "Laplace one.")
     return "\n".join(lines) + "\n", pd.DataFrame(rows), claims
+
+
+def _image_section(ok: pd.DataFrame, dataset: str, level: float,
+                   records: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[dict]]:
+    """The protocol check and the contrastive / supervised / untrained table of an image data set
+    (none elsewhere, or without both objectives)."""
+    if dataset not in DATASETS or DATASETS[dataset].kind != "image":
+        return [], []
+    comparison, rows = image_rows.image_comparison(ok, level)
+    if not comparison:
+        return [], []
+    contrastive = ok[ok.objective == "contrastive"].cell_id
+    configs = [records[c]["config"] for c in contrastive if "config" in records.get(c, {})]
+    lines = [f"# {dataset}: Betser et al.'s image rows, measured as the paper measures them", ""]
+    if dataset != "cifar10":
+        lines += [f"{dataset} is not in Table 1: the CIFAR-10 rows are the reference the "
+                  "ordering is compared with, not numbers to match.", ""]
+    if configs:
+        lines += image_rows.protocol_section(configs)
+    return lines + comparison, rows

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -22,7 +23,7 @@ from pipeline.datasets import Dataset
 from pipeline.grid import Cell
 from pipeline.runtime import storage, weights
 from pipeline.runtime.store import checksums
-from pipeline.train import DivergedError, embed_heldout, train_cell
+from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,47 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
     }
 
 
+BACKBONE_FILE = "backbone.parquet"  # the backbone's held-out views beside embeddings.parquet
+
+
+def backbone_snapshot_name(epoch: int) -> str:
+    """File of the backbone's held-out views at ``epoch`` (0: the untrained control)."""
+    return f"backbone_e{epoch:04d}.parquet"
+
+
+def dead_units(z: np.ndarray) -> np.ndarray:
+    """Indices of the coordinates of ``z`` ``(N, h)`` that are 0 on every row: ReLU units of a
+    backbone that no held-out image switches on."""
+    return np.flatnonzero(~np.any(z != 0, axis=0))
+
+
+def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels: np.ndarray | None,
+                 meta: Mapping[str, str], head_name: str, backbone_name: str) -> None:
+    """The head's views to ``head_name``, and the backbone's (when the encoder has one) to
+    ``backbone_name``: the same Parquet contract (``storage.embeddings_table``).
+
+    The backbone's dead units (0 on every clean held-out image, view 0) are left out of both of
+    its views, their indices and the backbone's width in the file's metadata (``dead_units``,
+    ``width``): a constant coordinate has no Anderson-Darling or D'Agostino statistic (the stats
+    engine refuses it), and leaving out zeros changes no norm, so CV and the norms are the
+    backbone's own.
+    """
+    table = storage.embeddings_table({0: views[0], 1: views[1]}, labels, meta)
+    storage.write_table(table, out / head_name)
+    backbone = backbone_views(views)
+    if backbone is None:
+        return
+    dead = dead_units(backbone[0])
+    if dead.size == backbone[0].shape[1]:  # all dead: kept, for the stats to say so
+        dead = dead[:0]
+    live = np.setdiff1d(np.arange(backbone[0].shape[1]), dead)
+    layer_meta = {**meta, "dead_units": json.dumps(dead.tolist()),
+                  "width": str(backbone[0].shape[1])}
+    table = storage.embeddings_table({0: backbone[0][:, live], 1: backbone[1][:, live]}, labels,
+                                     layer_meta)
+    storage.write_table(table, out / backbone_name)
+
+
 def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
                    snapshot_epochs: Sequence[int]) -> tuple[list[dict[str, float]], Any]:
     result = train_cell(cell, dataset, snapshot_epochs)
@@ -57,12 +99,10 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
                  **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
     views = embed_heldout(result.model, dataset, cell)
     for epoch, snap in sorted(result.snapshots.items()):
-        table = storage.embeddings_table({0: snap[0], 1: snap[1]}, dataset.y_heldout,
-                                         {**file_meta, "epoch": str(epoch)})
-        storage.write_table(table, out / storage.snapshot_name(epoch))
-    table = storage.embeddings_table({0: views[0], 1: views[1]}, dataset.y_heldout,
-                                     {**file_meta, "epoch": str(cell.train.epochs)})
-    storage.write_table(table, out / "embeddings.parquet")
+        _write_views(out, snap, dataset.y_heldout, {**file_meta, "epoch": str(epoch)},
+                     storage.snapshot_name(epoch), backbone_snapshot_name(epoch))
+    _write_views(out, views, dataset.y_heldout, {**file_meta, "epoch": str(cell.train.epochs)},
+                 "embeddings.parquet", BACKBONE_FILE)
     history = [asdict(h) for h in result.history]
     compute = result.compute.as_record() if result.compute is not None else None
     storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.cell_id), out / "history.parquet")
@@ -75,7 +115,10 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
 
     meta: what the record carries besides the run (git_sha, dataset_hash, version,
     code_fingerprint...). ``snapshot_epochs``: epochs (0 = the untrained control) whose held-out
-    embeddings are also written, as ``embeddings_e<epoch>.parquet``. Every file is written to a
+    embeddings are also written, as ``embeddings_e<epoch>.parquet``. An encoder with a backbone
+    and a head (:func:`pipeline.encoders.features.split_encoder`) also gets its backbone's views,
+    ``backbone.parquet`` and ``backbone_e<epoch>.parquet``, same contract, without its dead
+    units (see :func:`_write_views`). Every file is written to a
     temporary folder beside ``folder`` that replaces it at the end (on object stores: file by
     file, ``cell.json`` last), so a reader never sees a half-written cell, and the record lists
     each file's size and SHA-256 so that later damage is seen.

@@ -55,7 +55,7 @@ def _ramp(b: int = 6, size: int = 32) -> torch.Tensor:
 
 
 IDENTITY = {"crop_scale": (1.0, 1.0), "crop_ratio": (1.0, 1.0), "hflip": False,
-            "brightness": 0.0, "contrast": 0.0}
+            "jitter_prob": 0.0, "grayscale_prob": 0.0, "blur_prob": 0.0}
 
 
 def test_full_crop_without_jitter_is_identity_and_flip_mirrors():

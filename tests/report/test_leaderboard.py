@@ -123,3 +123,40 @@ def test_merge_without_fingerprints_and_errors():
     assert merge_runs([("old.csv", old)]).code_fingerprint.tolist() == [""]
     with pytest.raises(ValueError, match="no per-cell tables"):
         merge_runs([])
+
+
+def _with_backbone(stats):
+    """The head rows as they were, and backbone rows for cell a only (b's encoder has no head)."""
+    head = stats.assign(layer="head")
+    back = stats[stats.cell_id == "a"].assign(layer="backbone")
+    back = back.assign(cv=back.cv + 0.1, cv_lo=back.cv_lo + 0.1, cv_hi=back.cv_hi + 0.1,
+                       status=back.status.where(back.epoch == 0, "failed"))
+    return pd.concat([head, back], ignore_index=True)
+
+
+def test_backbone_columns_beside_the_head_columns():
+    before = join(_grid(), RECORDS, _stats(), _search(), 10)
+    board = join(_grid(), RECORDS, _with_backbone(_stats()), _search(), 10)
+    # the head's columns and rows are what they were without the backbone rows
+    pd.testing.assert_frame_equal(board[before.columns], before)
+    a, b = board.set_index("cell_id").loc["a"], board.set_index("cell_id").loc["b"]
+    assert a.backbone_cv == pytest.approx(0.30) and a.backbone_norm_cv == pytest.approx(0.1)
+    assert a.backbone_null_cv == 0.18 and a.backbone_cv_lo == pytest.approx(0.29)
+    assert a.backbone_control_cv == pytest.approx(0.35)
+    assert a.backbone_delta_cv == pytest.approx(-0.05) and bool(a.backbone_changed_cv)
+    assert math.isnan(b.backbone_cv)  # no backbone: no values
+    # a backbone's failed statistics are reported, and do not fail the cell
+    assert a.backbone_raw_stats_status == "failed" and a.status == "ok"
+
+
+def test_backbone_supervised_control():
+    grid = _grid()
+    grid.loc[1, ["objective", "loss"]] = ["supervised", "cross_entropy"]
+    grid["n"], grid["embed_dim"], grid["batch_size"] = 100, 8, 32
+    stats = _stats()
+    back = stats.assign(layer="backbone", cv=stats.cv + 0.1)
+    board = join(grid, RECORDS, pd.concat([stats.assign(layer="head"), back]), _search(), 10)
+    by = board.set_index("cell_id")
+    assert by.loc["a", "supervised_cv"] == pytest.approx(0.25)
+    assert by.loc["a", "backbone_supervised_cv"] == pytest.approx(0.35)
+    assert math.isnan(by.loc["b", "backbone_supervised_cv"])  # only on contrastive cells

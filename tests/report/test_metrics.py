@@ -31,6 +31,11 @@ def test_directions_of_the_ranked_metrics():
     ("delta_cv", "cv", "Δ CV", "neither"),
     ("norm_null_cv", "cv", "CV (normalised, Gaussian null)", "neither"),
     ("initial_ce", "ce", "CE (untrained)", "neither"),
+    ("backbone_cv", "cv", "CV (backbone)", "neither"),
+    ("backbone_norm_uniform", "uniform", "Uniform (backbone, normalised)", "lower"),
+    ("backbone_control_ad_mean", "ad_mean", "AD Avg (backbone, untrained)", "neither"),
+    ("backbone_supervised_cv", "cv", "CV (backbone, supervised)", "neither"),
+    ("backbone_norm_null_cv", "cv", "CV (backbone, normalised, Gaussian null)", "neither"),
 ])
 def test_derived_columns(name, base, label, better):
     m = lookup(name)
@@ -42,7 +47,8 @@ def test_derived_columns(name, base, label, better):
 
 def test_derived_families_are_per_metric():
     for name in ("control_recall_at_1", "null_align", "norm_initial_ce", "delta_risk_keval",
-                 "cv_lo", "changed_cv", "norm_", "recall", "initial_cv"):
+                 "cv_lo", "changed_cv", "norm_", "recall", "initial_cv", "backbone_recall_at_1",
+                 "norm_backbone_cv", "backbone_initial_ce", "backbone_"):
         assert not is_metric(name), name
     assert metric_columns(["loss", "cv", "cv_lo", "control_cv", "status"]) == ["cv", "control_cv"]
 

@@ -42,7 +42,7 @@ def test_graph_intervals_follow_the_level(tmp_path, tiny_params):
         stats_graph({("c", 2): path}, cfg, level=1.0)
 
 
-def test_stage_passes_report_level(tiny_params, monkeypatch):
+def test_stage_passes_report_level(tiny_params, monkeypatch, tmp_path):
     tiny_params["report"]["level"] = 0.9
     params = from_mapping(tiny_params)
     seen = {}

@@ -1,0 +1,312 @@
+"""Betser et al.'s image rows measured as the paper measures them: the protocol, point by point,
+and contrastive against supervised against untrained, on the head and on the backbone.
+
+Betser et al. (2026), Table 1, compares ResNet-18 on CIFAR-10 trained contrastively and with
+cross-entropy (SPEC.md §2). What their text available to this project states (abstract, project
+page, SPEC.md §2): CIFAR-10, ResNet-18, contrastive (InfoNCE) vs supervised with the same
+architecture, statistics of unnormalised embeddings. What it does not state — which layer, the
+augmentations, epochs, batch size, τ, optimiser — is assumed to be SimCLR's CIFAR-10 recipe (Chen
+et al. 2020, arXiv 2002.05709, Appendix B.9), and each assumption is written as one.
+
+:func:`protocol_rows` lays each point beside this run's setting (from the cells' resolved
+configs) with a note where they differ. :func:`image_comparison` gives, per layer (``head``: the
+encoder's output, what InfoNCE sees; ``backbone``: the pooled features the head reads, SimCLR's
+h), CV, AD Avg, AD pass, DP Avg and DP pass of the contrastive cells, the supervised cells, the
+untrained encoder (epoch 0, the same initial weights for both objectives) and the Gaussian null,
+and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from pipeline.metrics import METRICS
+from pipeline.report.markdown import table as md_table
+from pipeline.report.render import pct
+
+STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
+# the paper's direction for "contrastive is more Gaussian": lower CV and A², higher pass rates
+MORE_GAUSSIAN = {"cv": -1, "ad_mean": -1, "ad_pass_frac": +1, "dp_p_mean": +1, "dp_pass_frac": +1}
+MORE, LESS = "more Gaussian", "less Gaussian"  # which side of zero a difference lies on
+DECISIVE = ("cv", "ad_mean")  # the two statistics the verdict rests on (Table 1's headline)
+LAYERS = {"head": ("", "head: the encoder's output z (what InfoNCE sees)"),
+          "backbone": ("backbone_", "backbone: the pooled features h its head reads")}
+PUBLISHED = {"contrastive": {"cv": 0.09, "ad_mean": 0.43, "ad_pass_frac": 0.961,
+                             "dp_p_mean": 0.39, "dp_pass_frac": 0.945},
+             "supervised": {"cv": 0.5, "ad_mean": 3.3, "ad_pass_frac": 0.062,
+                            "dp_p_mean": 0.041, "dp_pass_frac": 0.039}}
+
+
+# --- the protocol, point by point ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the protocol: what the paper did (``stated`` or ``assumed``) and how to read
+    this run's setting from a cell config; ``differs(config)`` says how this run departs."""
+
+    name: str
+    paper: str
+    source: str  # "stated" (abstract, project page, SPEC.md §2) or "assumed" (SimCLR's recipe)
+    this_run: Callable[[Mapping[str, Any]], str]
+    differs: Callable[[Mapping[str, Any]], str]
+
+
+def _aug(c: Mapping[str, Any]) -> Mapping[str, Any]:
+    return c["data"]["augment"]
+
+
+def _augment_text(c: Mapping[str, Any]) -> str:
+    a = _aug(c)
+    if "crop_scale" not in a:
+        return ", ".join(f"{k} {v}" for k, v in sorted(a.items())) or "none"
+    parts = [f"crop scale {a['crop_scale'][0]:g}–{a['crop_scale'][1]:g}",
+             f"flip {'on' if a['hflip'] else 'off'}",
+             f"jitter p {a['jitter_prob']:g} (brightness {a['brightness']:g}, contrast "
+             f"{a['contrast']:g}, saturation {a['saturation']:g}, hue {a['hue']:g}, "
+             f"{a['jitter_order']} order)",
+             f"greyscale p {a['grayscale_prob']:g}", f"blur p {a['blur_prob']:g}"]
+    return "; ".join(parts)
+
+
+SIMCLR_AUG = {"crop_scale": [0.08, 1.0], "hflip": True, "jitter_prob": 0.8, "brightness": 0.4,
+              "contrast": 0.4, "saturation": 0.4, "hue": 0.1, "grayscale_prob": 0.2,
+              "blur_prob": 0.0}
+
+
+def _augment_differs(c: Mapping[str, Any]) -> str:
+    a = _aug(c)
+    if "crop_scale" not in a:
+        return "not image views"
+    grey = c["data"]["name"] == "mnist"
+    off = [k for k, v in SIMCLR_AUG.items() if a.get(k) != v
+           and not (grey and k in ("saturation", "hue", "grayscale_prob"))]
+    note = "; grey images: saturation, hue and greyscale do nothing" if grey else ""
+    return (f"differs in {', '.join(off)}" if off else "") + note
+
+
+def _steps(c: Mapping[str, Any]) -> int:
+    return int(c["train"]["epochs"]) * (int(c["n"]) // int(c["train"]["batch_size"]))
+
+
+def _head_text(c: Mapping[str, Any]) -> str:
+    return f"{c['arch']}, linear head 512 → {c['embed_dim']}" if c["arch"] == "resnet18" else str(
+        c["arch"])
+
+
+PROTOCOL = (
+    Point("data", "CIFAR-10 (50 000 train / 10 000 test images)", "stated",
+          lambda c: f"{c['data']['name']}, {c['n']} train / {c['data']['n_heldout']} held-out",
+          lambda c: "" if c["data"]["name"] == "cifar10" and c["n"] == 50000
+          else "another data set or fewer images"),
+    Point("encoder", "ResNet-18 (CIFAR stem assumed); projection head: SimCLR's 2-layer MLP "
+          "512 → 512 → 128 assumed", "stated / assumed", _head_text,
+          lambda c: "the head is one linear map (pipeline/encoders/resnet.py), not an MLP"
+          if c["arch"] == "resnet18" else "not a ResNet-18"),
+    Point("representation", "not stated (\"representations\" of the trained encoder); SimCLR "
+          "evaluates h (backbone), InfoNCE acts on z (head)", "assumed",
+          lambda c: "both: head (z) and backbone (h; its dead ReLU units, 0 on every held-out "
+          "image, left out: they have no AD or DP statistic and no effect on norms)",
+          lambda c: ""),
+    Point("normalisation", "unnormalised embeddings (Table 1)", "stated",
+          lambda c: "raw (rows below); normalised in cells.csv (norm_)", lambda c: ""),
+    Point("augmentations", "SimCLR CIFAR-10: crop scale 0.08–1, flip, jitter p 0.8 (0.4, 0.4, "
+          "0.4, 0.1), greyscale p 0.2, no blur", "assumed", _augment_text, _augment_differs),
+    Point("training length", "hundreds of epochs (SimCLR: 100–1000)", "assumed",
+          lambda c: f"{c['train']['epochs']} epochs = {_steps(c)} steps",
+          lambda c: "" if c["train"]["epochs"] >= 100 else "far shorter (CPU-sized)"),
+    Point("batch size", "512 (SimCLR CIFAR-10; the paper's synthetic runs: 8–128)", "assumed",
+          lambda c: str(c["train"]["batch_size"]),
+          lambda c: "" if c["train"]["batch_size"] == 512 else "differs"),
+    Point("temperature", "0.5 (SimCLR CIFAR-10; the paper's synthetic runs: 0.1, 0.2)", "assumed",
+          lambda c: f"{c['tau']:g} ({c['tau_schedule']})",
+          lambda c: "" if c["tau"] == 0.5 else "differs"),
+    Point("loss", "InfoNCE / NT-Xent, in-batch negatives", "stated / assumed",
+          lambda c: f"{c['loss']}, k = {c['k']}, {c['train']['negatives']} negatives",
+          lambda c: "; ".join(n for n in (
+              "" if c["loss"] in ("infonce", "nt_xent") else "another loss",
+              "" if c["train"]["negatives"] == "in_batch" else "independent negatives") if n)),
+    Point("optimiser", "not stated (SimCLR: LARS; the paper's synthetic runs: Adam 1e-3)",
+          "assumed", lambda c: f"{c['train']['optimizer']}, lr {c['train']['lr']:g}",
+          lambda c: ""),
+    Point("supervised control", "same ResNet-18, cross-entropy on the labels", "stated",
+          lambda c: "same encoder and initial weights, linear classifier on the head, same views",
+          lambda c: "trained on the contrastive views (SimCLR's supervised baseline: crops and "
+          "flips)"),
+)
+
+
+def protocol_rows(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per protocol point: paper, its source, this run (the distinct values over the
+    contrastive cells' configs) and the note."""
+    rows = []
+    for p in PROTOCOL:
+        runs = list(dict.fromkeys(p.this_run(c) for c in configs))
+        notes = [n for n in dict.fromkeys(p.differs(c) for c in configs) if n]
+        rows.append({"point": p.name, "paper": p.paper, "source": p.source,
+                     "this_run": " | ".join(runs), "note": "; ".join(notes)})
+    return rows
+
+
+def protocol_section(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = protocol_rows(configs)
+    body = [[r["point"], r["paper"], r["source"], r["this_run"], r["note"] or "as the paper"]
+            for r in rows]
+    return ["## Protocol check: Betser et al.'s CIFAR-10 rows against this run", "",
+            "\"stated\": in what this project has of the paper (abstract, project page, SPEC.md "
+            "§2, Table 1); \"assumed\": not stated there, taken from SimCLR's CIFAR-10 recipe "
+            "(Chen et al. 2020, Appendix B.9).", "",
+            md_table(["point", "paper", "source", "this run", "note"], body).rstrip("\n"), ""]
+
+
+# --- contrastive vs supervised vs untrained ----------------------------------------------------
+
+def _z(level: float) -> float:
+    return float(sps.norm.ppf((1 + level) / 2))
+
+
+def _mean_se(part: pd.DataFrame, col: str, level: float) -> tuple[float, float]:
+    """Mean over the cells and its standard error from each cell's ``level`` interval
+    (se_i = (hi − lo)/(2z); se of the mean √Σse_i² / n); se NaN without intervals."""
+    if col not in part or part[col].isna().all():
+        return math.nan, math.nan
+    values = part[col].to_numpy(float)
+    if f"{col}_lo" in part and f"{col}_hi" in part:
+        se = (part[f"{col}_hi"] - part[f"{col}_lo"]).to_numpy(float) / (2 * _z(level))
+        return float(np.mean(values)), float(np.sqrt(np.sum(se ** 2)) / len(se))
+    return float(np.mean(values)), math.nan
+
+
+def compare(a: pd.DataFrame, col_a: str, b: pd.DataFrame, col_b: str, stat: str,
+            level: float) -> tuple[float, float, float, str]:
+    """(a − b, low, high, side): the difference of the cells' means of ``col_a`` and ``col_b``
+    (columns of the statistic ``stat``) with its ``level`` interval (normal approximation, the two
+    independent) and on which side of zero it lies: :data:`MORE` (a more Gaussian than b in the
+    sense of Betser et al.), :data:`LESS`, or ``unresolved``."""
+    (va, se_a), (vb, se_b) = _mean_se(a, col_a, level), _mean_se(b, col_b, level)
+    diff = va - vb
+    half = _z(level) * math.hypot(se_a, se_b)
+    lo, hi = diff - half, diff + half
+    if not np.isfinite(diff):
+        return diff, lo, hi, "unknown"
+    if np.isfinite(half) and (lo > 0 or hi < 0):
+        return diff, lo, hi, MORE if diff * MORE_GAUSSIAN[stat] > 0 else LESS
+    return diff, lo, hi, "unresolved"
+
+
+def verdict(sides: Mapping[str, str]) -> str:
+    """"held" when CV and AD Avg both say :data:`MORE`; "not held" when either says
+    :data:`LESS`; else "unresolved" (an interval covers zero)."""
+    decisive = [sides[s] for s in DECISIVE]
+    if all(s == MORE for s in decisive):
+        return "held"
+    if any(s == LESS for s in decisive):
+        return "not held"
+    return "unresolved"
+
+
+def _fmt(stat: str, value: float) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    m = METRICS[stat]
+    return m.text(value) + ("%" if m.unit == "%" else "")
+
+
+def _interval(part: pd.DataFrame, col: str, level: float) -> str:
+    """``value [lo, hi]``: one cell's own interval; over several cells the mean ± z·se (normal
+    approximation), fractions clipped to [0, 1]; the value alone without intervals."""
+    value, se = _mean_se(part, col, level)
+    stat = next(s for s in STATS if col.endswith(s))
+    text = _fmt(stat, value)
+    if not (np.isfinite(value) and np.isfinite(se)):
+        return text
+    if len(part) == 1:
+        lo, hi = float(part[f"{col}_lo"].iloc[0]), float(part[f"{col}_hi"].iloc[0])
+    else:
+        lo, hi = value - _z(level) * se, value + _z(level) * se
+        if METRICS[stat].unit == "%":
+            lo, hi = min(max(lo, 0.0), 1.0), max(min(hi, 1.0), 0.0)
+    return f"{text} [{_fmt(stat, lo)}, {_fmt(stat, hi)}]"
+
+
+def _knn(part: pd.DataFrame) -> str:
+    return f"{100 * part.knn_accuracy.mean():.1f}%" if "knn_accuracy" in part and len(part) \
+        and part.knn_accuracy.notna().any() else "–"
+
+
+def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str], list[dict]]:
+    """(Markdown lines, rows for the CSV/metrics): contrastive vs supervised vs untrained vs the
+    Gaussian null, per layer, with the verdict. Empty when the board lacks either objective."""
+    ok = board[board.status == "ok"] if "status" in board else board
+    con, sup = ok[ok.objective == "contrastive"], ok[ok.objective == "supervised"]
+    if con.empty or sup.empty:
+        return [], []
+    head = ["layer", "encoder", "cells", *(METRICS[s].label for s in STATS), "kNN acc."]
+    body = [["published", f"CIFAR-10 {obj}", "", *(_fmt(s, PUBLISHED[obj][s]) for s in STATS), ""]
+            for obj in ("contrastive", "supervised")]
+    out: list[dict] = []
+    verdicts = []
+    for layer, (prefix, _) in LAYERS.items():
+        if f"{prefix}cv" not in con:
+            continue
+        entries = (("contrastive", con, prefix, _knn(con) if not prefix else ""),
+                   ("supervised", sup, prefix, _knn(sup) if not prefix else ""),
+                   ("untrained (epoch 0)", con, f"{prefix}control_", ""),
+                   ("Gaussian null", con, f"{prefix}null_", ""))
+        for name, part, pre, knn in entries:
+            cells = [layer, name, str(len(part))]
+            for s in STATS:
+                cells.append(_interval(part, pre + s, level) if name != "Gaussian null"
+                             else _fmt(s, _mean_se(part, pre + s, level)[0]))
+            body.append([*cells, knn])
+        sides, moved = {}, {}
+        row: dict[str, Any] = {"layer": layer}
+        for s in STATS:
+            diff, lo, hi, side = compare(con, prefix + s, sup, prefix + s, s, level)
+            sides[s] = side
+            row.update({f"{s}_difference": diff, f"{s}_difference_lo": lo,
+                        f"{s}_difference_hi": hi, f"{s}_side": side})
+            moved[s] = compare(con, prefix + s, con, f"{prefix}control_{s}", s, level)
+        row["verdict"] = verdict(sides)
+        out.append(row)
+        verdicts.append(_verdict_line(layer, "contrastive − supervised", row["verdict"],
+                                      {s: (row[f"{s}_difference"], row[f"{s}_difference_lo"],
+                                           row[f"{s}_difference_hi"], sides[s]) for s in STATS}))
+        verdicts.append(_verdict_line(layer, "contrastive − untrained",
+                                      "more Gaussian than at epoch 0" if verdict(
+                                          {s: m[3] for s, m in moved.items()}) == "held"
+                                      else "not more Gaussian than at epoch 0", moved))
+    lines = ["## Contrastive vs supervised vs untrained (Betser et al.'s CIFAR-10 claim)", "",
+             f"Raw held-out embeddings; value [{pct(level)} interval] (bootstrap for CV, over "
+             "coordinates for AD/DP; within the cells' held-out data, not over training seeds); "
+             "the untrained row is the same encoder at epoch 0 — the same initial weights as "
+             "the supervised cell. kNN accuracy: the head's held-out labels (search stage).", "",
+             md_table(head, body).rstrip("\n"), "",
+             f"Claim: **contrastive training makes the representation more Gaussian than "
+             f"supervised training** (lower CV and AD Avg). Verdict on the {pct(level)} "
+             "intervals of contrastive − supervised: held when CV and AD Avg both lie on the "
+             "paper's side of zero, not held when either lies on the other side, else "
+             "unresolved; the same test against the untrained encoder says whether contrastive "
+             "training itself moved them.", "", *verdicts, ""]
+    return lines, out
+
+
+def _verdict_line(layer: str, what: str, outcome: str,
+                  diffs: Mapping[str, tuple[float, float, float, str]]) -> str:
+    """``- **layer**: outcome — what: <stat> diff [lo, hi] (side); ...``"""
+    parts = []
+    for s, (d, lo, hi, side) in diffs.items():
+        if not np.isfinite(d):
+            parts.append(f"{METRICS[s].label} – ({side})")
+            continue
+        scale = 100 if METRICS[s].unit == "%" else 1
+        unit = " pts" if scale == 100 else ""
+        parts.append(f"{METRICS[s].label} {scale * d:+.3g}{unit} [{scale * lo:+.3g}, "
+                     f"{scale * hi:+.3g}] ({side})")
+    return f"- **{layer}**: {outcome} — {what}: " + "; ".join(parts) + "."

@@ -1,0 +1,133 @@
+"""Betser's image rows: the protocol check against a cell config, the contrastive − supervised
+differences and their verdicts on fixed tables (closed forms), the section on an MNIST board."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from pipeline.config import expand, from_mapping
+from pipeline.report.image_rows import compare, image_comparison, protocol_rows, verdict
+from pipeline.report.papers import side_by_side
+
+Z = 1.959963984540054
+
+
+def _cell(objective, cell_id, values, half=0.01, prefixes=("", "backbone_")):
+    row = {"cell_id": cell_id, "objective": objective, "status": "ok", "arch": "resnet18",
+           "seed": 0, "knn_accuracy": 0.9 if objective == "contrastive" else 0.95}
+    for prefix in prefixes:
+        for stat, v in values.items():
+            for part, shift in (("", 0.0), ("control_", 0.05), ("null_", -0.5)):
+                col = f"{prefix}{part}{stat}"
+                row[col] = v + shift if part != "null_" else 0.1
+                if part != "null_":
+                    row[f"{col}_lo"], row[f"{col}_hi"] = row[col] - half, row[col] + half
+    return row
+
+
+GAUSSIAN = {"cv": 0.10, "ad_mean": 0.5, "ad_pass_frac": 0.9, "dp_p_mean": 0.4, "dp_pass_frac": 0.9}
+SKEWED = {"cv": 0.30, "ad_mean": 3.0, "ad_pass_frac": 0.1, "dp_p_mean": 0.05, "dp_pass_frac": 0.1}
+
+
+def test_difference_interval_and_sides_closed_form():
+    con = pd.DataFrame([_cell("contrastive", "a", GAUSSIAN)])
+    sup = pd.DataFrame([_cell("supervised", "b", SKEWED)])
+    diff, lo, hi, side = compare(con, "cv", sup, "cv", "cv", 0.95)
+    se = 0.01 / Z  # each interval ±0.01 at 95%
+    assert diff == pytest.approx(-0.2)
+    assert (lo, hi) == pytest.approx((-0.2 - Z * math.hypot(se, se), -0.2 + Z * math.hypot(se, se)))
+    assert side == "more Gaussian"  # lower CV
+    assert compare(con, "ad_pass_frac", sup, "ad_pass_frac", "ad_pass_frac", 0.95)[3] == \
+        "more Gaussian"  # higher pass rate
+    assert compare(sup, "cv", con, "cv", "cv", 0.95)[3] == "less Gaussian"
+    close = pd.DataFrame([_cell("supervised", "c", {**GAUSSIAN, "cv": 0.105})])
+    assert compare(con, "cv", close, "cv", "cv", 0.95)[3] == "unresolved"  # |Δ| < the half-width
+
+
+def test_verdict_needs_cv_and_ad_both():
+    more, less, unsure = "more Gaussian", "less Gaussian", "unresolved"
+    assert verdict({"cv": more, "ad_mean": more, "ad_pass_frac": less}) == "held"
+    assert verdict({"cv": more, "ad_mean": less}) == "not held"
+    assert verdict({"cv": unsure, "ad_mean": more}) == "unresolved"
+
+
+def test_comparison_table_head_and_backbone():
+    board = pd.DataFrame([_cell("contrastive", "a", GAUSSIAN),
+                          _cell("supervised", "b", {**SKEWED, "cv": 0.05}, prefixes=("",)),
+                          ])
+    board.loc[1, [c for c in board.columns if c.startswith("backbone_")]] = float("nan")
+    board.loc[1, "backbone_cv"] = 0.6  # the supervised backbone, without intervals
+    lines, rows = image_comparison(board, 0.95)
+    text = "\n".join(lines)
+    assert "| head      | contrastive          | 1     | 0.100 [0.090, 0.110] |" in text
+    assert "| backbone  | untrained (epoch 0)  | 1     | 0.150 [0.140, 0.160] |" in text
+    assert "| published | CIFAR-10 contrastive |       | 0.090                | 0.430 " in text
+    by = {r["layer"]: r for r in rows}
+    # head: CV higher than supervised (0.10 vs 0.05) but AD lower: not held
+    assert by["head"]["cv_side"] == "less Gaussian" and by["head"]["verdict"] == "not held"
+    assert by["head"]["cv_difference"] == pytest.approx(0.05)
+    # backbone: the supervised CV has no interval: unresolved, even with a large difference
+    assert by["backbone"]["cv_side"] == "unresolved" and by["backbone"]["verdict"] == "unresolved"
+    assert "- **head**: not held — contrastive − supervised: CV +0.05" in text
+    assert "- **head**: more Gaussian than at epoch 0 — contrastive − untrained: CV -0.05" in text
+    assert image_comparison(board[board.objective == "contrastive"])[0] == []
+
+
+def _mnist_params(tiny_params):
+    tiny_params["data"].update(name="mnist", augment={"crop_scale": [0.2, 1.0]})
+    tiny_params["data"]["options"] = {}
+    tiny_params["grid"].update(objective=["contrastive", "supervised"], arch=["resnet18"],
+                               loss=["infonce"], k=[7], tau=[0.5], batch_size=[8], n=[256])
+    tiny_params["arch_options"] = {"resnet18": {"small_stem": True}}
+    return from_mapping(tiny_params)
+
+
+def test_protocol_rows_read_the_cells_config(tiny_params):
+    cell = next(c for c in expand(_mnist_params(tiny_params)) if c.objective == "contrastive")
+    rows = {r["point"]: r for r in protocol_rows([cell.config()])}
+    assert rows["training length"]["this_run"] == f"{cell.train.epochs} epochs = " \
+        f"{cell.train.epochs * (256 // 8)} steps"
+    assert rows["training length"]["note"] == "far shorter (CPU-sized)"
+    aug = rows["augmentations"]
+    assert aug["this_run"].startswith("crop scale 0.2–1; flip off; jitter p 0.8 (brightness 0.4")
+    assert aug["note"] == ("differs in crop_scale, hflip; grey images: saturation, hue and "
+                           "greyscale do nothing")
+    assert rows["temperature"]["note"] == "" and rows["batch size"]["note"] == "differs"
+    assert rows["representation"]["source"] == "assumed"
+    assert rows["loss"]["note"] == "independent negatives"
+    assert rows["normalisation"]["paper"] == "unnormalised embeddings (Table 1)"
+
+
+def test_side_by_side_prints_the_mnist_section(tiny_params):
+    params = _mnist_params(tiny_params)
+    cells = [c for c in expand(params)]
+    con = next(c for c in cells if c.objective == "contrastive")
+    sup = next(c for c in cells if c.objective == "supervised")
+    board = pd.DataFrame([{**_cell("contrastive", con.cell_id, GAUSSIAN), "loss": "infonce"},
+                          {**_cell("supervised", sup.cell_id, SKEWED), "loss": "cross_entropy"}])
+    records = {c.cell_id: {"config": c.config()} for c in cells}
+    text, table, claims = side_by_side(board, "mnist", 0.95, records)
+    assert "# mnist: Betser et al.'s image rows, measured as the paper measures them" in text
+    assert "## Protocol check" in text and "| training length " in text
+    assert "- **head**: held" in text and "- **backbone**: held" in text
+    assert "No cell of this grid matches" not in text
+    assert set(table.setting) == {"mnist contrastive vs supervised (head)",
+                                  "mnist contrastive vs supervised (backbone)"}
+    assert [c["held"] for c in claims] == [1, 1]
+    # not an image data set: no such section
+    assert "image rows" not in side_by_side(board, "laplace", 0.95, records)[0]
+
+
+def test_interval_of_one_cell_is_its_own_and_of_several_clipped():
+    one = pd.DataFrame([_cell("contrastive", "a", {**GAUSSIAN, "ad_pass_frac": 0.995})])
+    one.loc[0, "ad_pass_frac_lo"] = 0.97  # an asymmetric interval is shown as it is
+    lines, _ = image_comparison(pd.concat([one, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
+    assert "| 100% [97%, 100%]" in "\n".join(lines)  # 99.5% and 100.5% print as 100%
+    two = pd.concat([one, one.assign(cell_id="c")], ignore_index=True)
+    lines, _ = image_comparison(pd.concat([two, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
+    row = next(line for line in "\n".join(lines).splitlines()
+               if line.startswith("| head      | contrastive"))
+    assert row.split("|")[6].strip().endswith("100%]")  # mean ± z·se, clipped at 100%
