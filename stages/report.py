@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
+from pipeline.config import Params
 from pipeline.report.build import Inputs, build
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
@@ -14,27 +16,33 @@ from pipeline.runtime import storage
 from pipeline.runtime.tracking import Tracker, run_key
 
 
-def main(argv: list[str] | None = None) -> int:
-    if argv:
-        return ctx.usage_error("report", argv)
-    params, grid = ctx.resolved_params(), ctx.read_grid()
+def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[str], np.ndarray]]:
+    """The stage tables and the cells' records as :class:`Inputs`, and cell id → the norms of
+    its held-out embeddings (for the norm histograms)."""
     folders = ctx.cell_folders(grid)
     records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
                if (f / "cell.json").exists()}
     histories = [storage.read_frame(f / "history.parquet") for f in folders.values()
                  if (f / "history.parquet").exists()]
-    finite_k = pd.read_parquet(ctx.FINITE_K)
-    report = build(Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
-                          pd.read_parquet(ctx.BOUNDS), finite_k,
-                          pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
-                          params, storage.file_sha256(ctx.RESOLVED)[:12],
-                          pd.read_parquet(ctx.PROBE)))
+    inputs = Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
+                    pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
+                    pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
+                    params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE))
 
     def norms(cell_id: str) -> np.ndarray:
         z = storage.read_embeddings(folders[cell_id] / "embeddings.parquet", 0)
         return np.linalg.norm(z, axis=1)
 
-    write(report, ctx.REPORTS, norms, finite_k, grid)
+    return inputs, norms
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv:
+        return ctx.usage_error("report", argv)
+    params, grid = ctx.resolved_params(), ctx.read_grid()
+    inputs, norms = read_inputs(params, grid)
+    report = build(inputs)
+    write(report, ctx.REPORTS, norms, inputs.finite_k, grid)
     tracker = Tracker(ctx.tracking_uri(params), params.tracking.experiment)
     runs, versions = tracker.cell_runs(), dict(zip(grid.cell_id, grid.version, strict=True))
     for cell_id, values in report.mlflow.items():  # final metrics to each cell's run

@@ -1,22 +1,31 @@
 """Dask graphs over all cells' Parquet: statistics, search and bounds, one ``compute`` per stage.
 
-Stats tasks: one read per cell and view, one task per (cell, representation, column block) for
-the per-coordinate tests, one summary per (cell, representation). Every task is a
-:func:`pipeline.runtime.tasks.task`: a cell whose data is bad gets a failed row with the reason,
-and nothing here raises for one cell's data.
+Each Dask task evaluates a batch of consecutive cells (:func:`batches`: about
+:data:`BATCHES_PER_WORKER` tasks per worker), so a grid of many small cells costs the cells' own
+work and not a scheduler round trip per statistic: a task of a few milliseconds costs the
+distributed scheduler about as much again. A batch calls the per-cell function in a loop —
+:func:`stats_cell` (read the file, then per representation the column tests in blocks of
+``stats.block_cols``, the summary, the intervals and the null reference), :func:`search_one`,
+:func:`bounds_one` — the same functions ``bench/grid_scale.py`` calls in one process to measure
+what the stages add. Every step is a :func:`pipeline.runtime.tasks.task`: a cell whose data is
+bad gets a failed row with the reason, and nothing here raises for one cell's data. Each stage
+shows a progress bar with an ETA on stderr, advanced as batches finish.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
-from dask import compute, delayed
+from dask import delayed
+from dask.delayed import Delayed
+from tqdm import tqdm
 
 from pipeline.bounds.cell import bounds_cell
 from pipeline.config import BoundsConfig, ComputeConfig, SearchConfig, StatsConfig
@@ -24,7 +33,6 @@ from pipeline.datasets import Dataset
 from pipeline.grid import Cell
 from pipeline.runtime import storage
 from pipeline.runtime.evaluate import load_encoders
-from pipeline.runtime.executor import LOOPBACK, init_ray, ray_address
 from pipeline.runtime.tasks import CellDataError, Failed, task
 from pipeline.search import heldout_infonce_risk, loo_majority_knn_accuracy, recall_at_k
 from pipeline.search.cell import CellSearch, search_cell
@@ -44,19 +52,92 @@ from pipeline.stats.summary import REPRESENTATIONS
 from pipeline.stats.uncertainty import check_level
 
 INTERVAL_LEVEL = "ci_level"  # column: the confidence level of a row's <stat>_lo / <stat>_hi
+BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
+T = TypeVar("T")
+
+
+class Run(Protocol):
+    """What :func:`scheduler` yields: ``tasks`` computed together (inputs they share, once), their
+    values in order, with a progress bar ``desc`` that advances by ``sizes[i]`` (counted in
+    ``unit``) when task ``i`` finishes."""
+
+    def __call__(self, tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+                 unit: str = "cell") -> list[Any]: ...
+
+
+def batches(items: Sequence[T], n_workers: int,
+            per_worker: int = BATCHES_PER_WORKER) -> list[list[T]]:
+    """``items`` in ``min(len(items), n_workers * per_worker)`` runs of consecutive items, in
+    order, whose sizes differ by at most one (the longer first); none when there are no items."""
+    for name, value in (("n_workers", n_workers), ("per_worker", per_worker)):
+        if value < 1:
+            raise ValueError(f"{name} = {value}: must be an integer >= 1")
+    count = min(len(items), n_workers * per_worker)
+    if count == 0:
+        return []
+    size, longer = divmod(len(items), count)
+    out, start = [], 0
+    for i in range(count):
+        stop = start + size + (i < longer)
+        out.append(list(items[start:stop]))
+        start = stop
+    return out
+
+
+def progress(total: int, desc: str, unit: str = "cell") -> tqdm:
+    """The stages' progress bar on stderr: done of ``total``, rate and ETA (tqdm's default
+    refresh interval, as the train stage's)."""
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+
+
+def _run_distributed(client: Any) -> Run:
+    from distributed import as_completed
+
+    def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+            unit: str = "cell") -> list[Any]:
+        futures = client.compute(list(tasks))
+        size = {f.key: n for f, n in zip(futures, sizes, strict=True)}
+        with progress(sum(sizes), desc, unit) as bar:
+            for done in as_completed(futures):
+                bar.update(size[done.key])
+        return list(client.gather(futures))
+
+    return run
+
+
+def _run_ray() -> Run:
+    import ray
+    from dask import compute
+    from ray.util.dask import ray_dask_get
+
+    def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+            unit: str = "cell") -> list[Any]:
+        # ray_persist: the tasks' object refs instead of their values, to follow them finishing
+        (refs,) = compute(list(tasks), scheduler=ray_dask_get, ray_persist=True)
+        size = {ref: n for ref, n in zip(refs, sizes, strict=True)}
+        pending = list(refs)
+        with progress(sum(sizes), desc, unit) as bar:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                bar.update(size[ready[0]])
+        return list(ray.get(list(refs)))
+
+    return run
 
 
 @contextlib.contextmanager
-def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[dict[str, Any]]:
+def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
     """Dask on Ray when a Ray address is configured, else a local distributed cluster on 127.0.0.1.
 
-    Yields the keyword arguments for :func:`dask.compute`.
+    Yields a :class:`Run`: ``run(tasks, desc, sizes)``.
     """
-    if ray_address(compute_cfg):
-        from ray.util.dask import ray_dask_get
+    # imports Ray: here rather than at the top, so that the workers unpickling this module's
+    # tasks do not pay for it
+    from pipeline.runtime.executor import LOOPBACK, init_ray, ray_address
 
+    if ray_address(compute_cfg):
         init_ray(compute_cfg)
-        yield {"scheduler": ray_dask_get}
+        yield _run_ray()
         return
     from distributed import Client, LocalCluster
 
@@ -65,8 +146,8 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[dict[str, 
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOOPBACK,
                       dashboard_address=None, env=env, silence_logs=logging.ERROR) as cluster, \
-            Client(cluster):
-        yield {}
+            Client(cluster) as client:
+        yield _run_distributed(client)
 
 
 @task()
@@ -138,48 +219,66 @@ def _null(z: np.ndarray, cell_id: str, draws: int) -> dict[str, float]:
     return {f"null_{k}": v for k, v in asdict(ref).items() if k != "draws"}
 
 
+StatsKey = tuple[str, int, str]  # (cell_id, epoch, representation)
+# (summary, column tests, interval bounds, null reference); each may be Failed
+StatsResult = tuple[Any, Any, Any, Any]
+
+
+def representations(cfg: StatsConfig) -> tuple[str, ...]:
+    """summarize()'s raw and normalized, plus random projections when stats.projections > 0."""
+    return REPRESENTATIONS + (("projected",) if cfg.projections else ())
+
+
+def stats_cell(cell_id: str, epoch: int, path: storage.Location, cfg: StatsConfig,
+               level: float) -> dict[StatsKey, StatsResult]:
+    """(summary, column tests, interval bounds, null reference) of one embeddings file per
+    representation; each may be :class:`~pipeline.runtime.tasks.Failed`, nothing raises.
+
+    The column tests run in blocks of ``stats.block_cols`` columns, concatenated; the null
+    reference is computed for the raw representation only (``{}`` elsewhere and when
+    ``stats.null_draws`` is 0), the intervals when ``stats.bootstrap`` > 0.
+    """
+    z = _read(str(path), 0)
+    z_pos = _read(str(path), 1)
+    d = 0 if isinstance(z, Failed) else int(np.shape(z)[1])
+    out: dict[StatsKey, StatsResult] = {}
+    for rep in representations(cfg):
+        width = cfg.projections if rep == "projected" else d
+        # the same directions for every epoch of a cell: the control is projected alike
+        zr = _represent(z, rep, cfg.projections, cell_id)
+        tests = _tests([_block_tests(zr, a, min(a + cfg.block_cols, width))
+                        for a in range(0, max(width, 1), cfg.block_cols)])
+        summary = _summary(zr if rep == "projected" else z, z_pos, tests, rep)
+        bounds = (_intervals(zr, tests, cfg.bootstrap, cell_id, rep, level)
+                  if cfg.bootstrap else {})
+        null = _null(z, cell_id, cfg.null_draws) if rep == "raw" and cfg.null_draws else {}
+        out[(cell_id, epoch, rep)] = (summary, tests, bounds, null)
+    return out
+
+
+def _stats_batch(items: Sequence[tuple[str, int, str]], cfg: StatsConfig,
+                 level: float) -> dict[StatsKey, StatsResult]:
+    out: dict[StatsKey, StatsResult] = {}
+    for cell_id, epoch, path in items:
+        out |= stats_cell(cell_id, epoch, path, cfg, level)
+    return out
+
+
 def stats_graph(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsConfig, *,
-                level: float) -> dict[tuple[str, int, str], tuple[Any, ...]]:
-    """Delayed (summary, column tests, interval bounds, null reference) per (cell_id, epoch,
-    representation); each may compute to :class:`~pipeline.runtime.tasks.Failed`.
+                level: float, n_workers: int = 1) -> tuple[list[Delayed], list[int]]:
+    """(tasks, files per task): each task computes a batch of files' :func:`stats_cell`
+    results, one dict keyed by (cell_id, epoch, representation); the batches in ``paths``'
+    order, about :data:`BATCHES_PER_WORKER` per worker.
 
     paths: the embeddings file of each (cell_id, epoch) — the final one and the snapshots.
     level: confidence level of the intervals (the stage passes ``report.level``).
     """
     check_level(level)
-    # summarize()'s raw and normalized, plus random projections when stats.projections > 0
-    reps = REPRESENTATIONS + (("projected",) if cfg.projections else ())
-    out = {}
-    for (cell_id, epoch), path in paths.items():
-        key = f"{cell_id}-e{epoch}"
-        z = delayed(_read)(str(path), 0, dask_key_name=f"read-{key}-0")
-        z_pos = delayed(_read)(str(path), 1, dask_key_name=f"read-{key}-1")
-        d = _embed_dim(path)  # from the Parquet schema, once per file
-        for rep in reps:
-            width = cfg.projections if rep == "projected" else d
-            # the same directions for every epoch of a cell: the control is projected alike
-            zr = delayed(_represent)(z, rep, cfg.projections, cell_id,
-                                     dask_key_name=f"rep-{key}-{rep}")
-            parts = [delayed(_block_tests)(zr, a, min(a + cfg.block_cols, width),
-                                           dask_key_name=f"tests-{key}-{rep}-{a}")
-                     for a in range(0, max(width, 1), cfg.block_cols)]
-            tests = delayed(_tests)(parts, dask_key_name=f"concat-{key}-{rep}")
-            summary = delayed(_summary)(zr if rep == "projected" else z, z_pos, tests, rep,
-                                        dask_key_name=f"summary-{key}-{rep}")
-            bounds = (delayed(_intervals)(zr, tests, cfg.bootstrap, cell_id, rep, level,
-                                          dask_key_name=f"intervals-{key}-{rep}")
-                      if cfg.bootstrap else {})
-            null = (delayed(_null)(z, cell_id, cfg.null_draws, dask_key_name=f"null-{key}")
-                    if rep == "raw" and cfg.null_draws else {})
-            out[(cell_id, epoch, rep)] = (summary, tests, bounds, null)
-    return out
-
-
-def _embed_dim(path: storage.Location) -> int:
-    try:
-        return storage.embed_dim(path)
-    except Exception:  # noqa: BLE001 — the read task reports the problem
-        return 0
+    items = [(cell_id, epoch, str(path)) for (cell_id, epoch), path in paths.items()]
+    runs = batches(items, n_workers)
+    tasks = [delayed(_stats_batch)(run, cfg, level, dask_key_name=f"stats-{i}")
+             for i, run in enumerate(runs)]
+    return tasks, [len(run) for run in runs]
 
 
 def _stats_row(cell_id: str, epoch: int, rep: str, summary: CellSummary | Failed,
@@ -193,6 +292,28 @@ def _stats_row(cell_id: str, epoch: int, rep: str, summary: CellSummary | Failed
             **{k: v for x in extras for k, v in x.items()}}
 
 
+def stats_tables(results: Mapping[StatsKey, StatsResult]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary table, per-coordinate detail table) of :func:`stats_cell` results, in order;
+    no detail rows for a cell whose data failed the checks."""
+    rows, parts = [], []
+    for (cell_id, epoch, rep), (summary, tests, bounds, null) in results.items():
+        rows.append(_stats_row(cell_id, epoch, rep, summary, bounds, null))
+        if isinstance(summary, Failed) or summary.status != "ok" or isinstance(tests, Failed):
+            continue
+        parts.append((cell_id, epoch, rep, tests))
+    if not parts:
+        return pd.DataFrame(rows), pd.DataFrame()
+    counts = [t.ad.size for *_, t in parts]
+    detail = pd.DataFrame({
+        "cell_id": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
+        "epoch": np.repeat(np.array([p[1] for p in parts], dtype=np.int64), counts),
+        "representation": np.repeat(np.array([p[2] for p in parts], dtype=object), counts),
+        "coord": np.concatenate([np.arange(n) for n in counts]),
+        **{col: np.concatenate([getattr(p[3], col) for p in parts])
+           for col in ("ad", "ad_pass", "dp_stat", "dp_p")}})
+    return pd.DataFrame(rows), detail
+
+
 def compute_stats(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsConfig,
                   compute_cfg: ComputeConfig, *, level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary table, per-coordinate detail table) for all cells in one Dask compute.
@@ -201,20 +322,13 @@ def compute_stats(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsC
     dp_pass_frac) are at confidence ``level`` (the stage passes ``report.level``), recorded per
     row in ``ci_level``.
     """
-    graph = stats_graph(paths, cfg, level=level)
-    with scheduler(compute_cfg, cfg.n_workers) as kwargs:
-        (results,) = compute(graph, **kwargs)
-    rows, detail = [], []
-    for (cell_id, epoch, rep), (summary, tests, bounds, null) in results.items():
-        rows.append(_stats_row(cell_id, epoch, rep, summary, bounds, null))
-        if isinstance(summary, Failed) or summary.status != "ok" or isinstance(tests, Failed):
-            continue  # no per-coordinate detail for a cell whose data failed the checks
-        detail.append(pd.DataFrame({"cell_id": cell_id, "epoch": epoch, "representation": rep,
-                                    "coord": np.arange(tests.ad.size), "ad": tests.ad,
-                                    "ad_pass": tests.ad_pass, "dp_stat": tests.dp_stat,
-                                    "dp_p": tests.dp_p}))
-    detail_df = pd.concat(detail, ignore_index=True) if detail else pd.DataFrame()
-    return pd.DataFrame(rows), detail_df
+    tasks, sizes = stats_graph(paths, cfg, level=level, n_workers=cfg.n_workers)
+    results: dict[StatsKey, StatsResult] = {}
+    if tasks:
+        with scheduler(compute_cfg, cfg.n_workers) as run:
+            for part in run(tasks, "stats", sizes, unit="file"):
+                results |= part
+    return stats_tables(results)
 
 
 def _retrieval_row(path: str, cell: Cell, cfg: SearchConfig,
@@ -240,7 +354,7 @@ def _retrieval_row(path: str, cell: Cell, cfg: SearchConfig,
 
 
 @task()
-def _search_cell(cell: Cell, dataset: Dataset, folder: str, cfg: SearchConfig) -> CellSearch:
+def search_one(cell: Cell, dataset: Dataset, folder: str, cfg: SearchConfig) -> CellSearch:
     """Retrieval and the similarity-search quantities of one cell."""
     where = storage.location(folder)
     row = _retrieval_row(str(where / "embeddings.parquet"), cell, cfg, dataset.y_heldout)
@@ -251,29 +365,38 @@ def _search_cell(cell: Cell, dataset: Dataset, folder: str, cfg: SearchConfig) -
 
 
 @task()
-def _bounds_cell(cell: Cell, dataset: Dataset, folder: str, cfg: BoundsConfig) -> dict[str, Any]:
+def bounds_one(cell: Cell, dataset: Dataset, folder: str, cfg: BoundsConfig) -> dict[str, Any]:
+    """Theorem 1's terms of one cell and ``bound_status``."""
     needs_weights = cell.objective == "contrastive"  # bounds_cell skips the others at once
     encoders = load_encoders(cell, dataset, folder) if needs_weights else {}
     result = bounds_cell(cell, dataset, encoders, cfg)
     return {"bound_status": result.status, **(asdict(result.terms) if result.terms else {})}
 
 
-def _datasets(dataset_path: storage.Location) -> Any:
-    """The prepared dataset as one delayed read that every cell's task shares."""
-    return delayed(storage.read_dataset)(str(dataset_path), dask_key_name="dataset")
+def _each(fn: Callable[..., Any], items: Sequence[tuple[Cell, str]], dataset: Dataset,
+          cfg: Any) -> list[Any]:
+    """``fn(cell, dataset, folder, cfg)`` for each (cell, folder) of a batch."""
+    return [fn(cell, dataset, folder, cfg) for cell, folder in items]
 
 
-def compute_search(cells: Sequence[Cell], dataset_path: storage.Location,
-                   folders: Mapping[str, storage.Location], cfg: SearchConfig,
-                   compute_cfg: ComputeConfig, n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per cell, the k-sweep rows) for every cell in one Dask compute; ``folders``:
-    each cell's folder in the store. A failed cell's row has ``search_status`` failed and its
-    ``search_reason``."""
-    dataset = _datasets(dataset_path)
-    tasks = [delayed(_search_cell)(c, dataset, str(folders[c.cell_id]), cfg,
-                                   dask_key_name=f"search-{c.cell_id}") for c in cells]
-    with scheduler(compute_cfg, n_workers) as kwargs:
-        (results,) = compute(tasks, **kwargs)
+def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storage.Location,
+             folders: Mapping[str, storage.Location], cfg: Any, compute_cfg: ComputeConfig,
+             n_workers: int, desc: str) -> list[Any]:
+    """``fn(cell, dataset, folder, cfg)`` of every cell, in order, in batches of consecutive
+    cells on the stage's scheduler; the dataset is read once and shared by every batch."""
+    if not cells:
+        return []
+    dataset = delayed(storage.read_dataset)(str(dataset_path), dask_key_name="dataset")
+    runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
+    tasks = [delayed(_each)(fn, run, dataset, cfg, dask_key_name=f"{desc}-{i}")
+             for i, run in enumerate(runs)]
+    with scheduler(compute_cfg, n_workers) as run_all:
+        return [got for part in run_all(tasks, desc, [len(r) for r in runs]) for got in part]
+
+
+def search_tables(cells: Sequence[Cell],
+                  results: Sequence[CellSearch | Failed]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per cell, the k-sweep rows) of :func:`search_one` results."""
     rows, sweep = [], []
     for cell, got in zip(cells, results, strict=True):
         head = {"cell_id": cell.cell_id}
@@ -285,16 +408,30 @@ def compute_search(cells: Sequence[Cell], dataset_path: storage.Location,
     return pd.DataFrame(rows), pd.DataFrame(sweep)
 
 
-def compute_bounds(cells: Sequence[Cell], dataset_path: storage.Location,
-                   folders: Mapping[str, storage.Location], cfg: BoundsConfig,
-                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
-    """Theorem 1's terms for every cell, one Dask task per cell; a failed cell's
-    ``bound_status`` is ``failed: <reason>``."""
-    dataset = _datasets(dataset_path)
-    tasks = [delayed(_bounds_cell)(c, dataset, str(folders[c.cell_id]), cfg,
-                                   dask_key_name=f"bounds-{c.cell_id}") for c in cells]
-    with scheduler(compute_cfg, n_workers) as kwargs:
-        (results,) = compute(tasks, **kwargs)
+def bounds_table(cells: Sequence[Cell], results: Sequence[dict[str, Any] | Failed]) -> pd.DataFrame:
+    """One row per cell of :func:`bounds_one` results; a failed cell's ``bound_status`` is
+    ``failed: <reason>``."""
     return pd.DataFrame([{"cell_id": c.cell_id, **(
         {"bound_status": f"failed: {got.reason}"} if isinstance(got, Failed) else got)}
         for c, got in zip(cells, results, strict=True)])
+
+
+def compute_search(cells: Sequence[Cell], dataset_path: storage.Location,
+                   folders: Mapping[str, storage.Location], cfg: SearchConfig,
+                   compute_cfg: ComputeConfig, n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per cell, the k-sweep rows) for every cell in one Dask compute; ``folders``:
+    each cell's folder in the store. A failed cell's row has ``search_status`` failed and its
+    ``search_reason``."""
+    results = per_cell(search_one, cells, dataset_path, folders, cfg, compute_cfg, n_workers,
+                       "search")
+    return search_tables(cells, results)
+
+
+def compute_bounds(cells: Sequence[Cell], dataset_path: storage.Location,
+                   folders: Mapping[str, storage.Location], cfg: BoundsConfig,
+                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
+    """Theorem 1's terms for every cell in one Dask compute; a failed cell's
+    ``bound_status`` is ``failed: <reason>``."""
+    results = per_cell(bounds_one, cells, dataset_path, folders, cfg, compute_cfg, n_workers,
+                       "bounds")
+    return bounds_table(cells, results)

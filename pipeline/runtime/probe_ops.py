@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from dask import compute, delayed
+from dask import delayed
 
 from pipeline.config import ComputeConfig
 from pipeline.datasets import Dataset
@@ -25,7 +25,7 @@ from pipeline.encoders.device import pick_device
 from pipeline.grid import Cell
 from pipeline.probe.frozen import ProbeSettings, evaluate_encoder, evaluate_inputs
 from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import scheduler
+from pipeline.runtime.dask_ops import batches, scheduler
 from pipeline.runtime.storage import read_dataset
 from pipeline.seeding import numpy_generator
 
@@ -68,14 +68,21 @@ def probe_inputs(dataset: Dataset, settings: ProbeSettings, seed: int) -> list[d
     return _rows("", "raw", {"input": scores})
 
 
+def _probe_batch(cells: Sequence[tuple[Cell, str]], dataset: Dataset,
+                 settings: ProbeSettings) -> list[dict[str, Any]]:
+    return [row for cell, folder in cells for row in probe_cell(cell, dataset, folder, settings)]
+
+
 def compute_probe(cells: Sequence[Cell], dataset_path: storage.Location,
                   folders: Mapping[str, storage.Location], settings: ProbeSettings, seed: int,
                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
-    """Every cell's rows and the raw inputs' row, in one Dask compute."""
+    """Every cell's rows and the raw inputs' row, in one Dask compute (cells in batches of
+    consecutive cells, :func:`pipeline.runtime.dask_ops.batches`)."""
     dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
-    tasks = [delayed(probe_cell)(c, dataset, str(folders[c.cell_id]), settings,
-                                 dask_key_name=f"probe-{c.cell_id}") for c in cells]
+    runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
+    tasks = [delayed(_probe_batch)(run, dataset, settings, dask_key_name=f"probe-{i}")
+             for i, run in enumerate(runs)]
     tasks.append(delayed(probe_inputs)(dataset, settings, seed, dask_key_name="probe-inputs"))
-    with scheduler(compute_cfg, n_workers) as kwargs:
-        (results,) = compute(tasks, **kwargs)
+    with scheduler(compute_cfg, n_workers) as run_all:
+        results = run_all(tasks, "probe", [len(r) for r in runs] + [0])
     return pd.DataFrame([row for rows in results for row in rows])

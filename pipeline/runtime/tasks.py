@@ -47,21 +47,22 @@ def reason(err: Exception) -> str:
     return str(err) if isinstance(err, CellDataError) else f"{type(err).__name__}: {err}"
 
 
-def task(*optional: str) -> Callable[[Callable[P, T]], Callable[P, T | Failed]]:
+def task(*optional: str) -> Callable[[Callable[P, T]], Callable[..., T | Failed]]:
     """Decorator: the function as a Dask task of one cell (see the module docstring).
 
     ``optional``: parameter names whose ``Failed`` input (or a list holding one) is passed as
-    ``None``; any other ``Failed`` input is returned at once.
+    ``None``; any other ``Failed`` input is returned at once. The wrapped function takes the
+    same arguments, each of which may also be a ``Failed`` (so its type says ``...``).
     """
 
-    def wrap(fn: Callable[P, T]) -> Callable[P, T | Failed]:
+    def wrap(fn: Callable[P, T]) -> Callable[..., T | Failed]:
         signature = inspect.signature(fn)
         unknown = set(optional) - set(signature.parameters)
         if unknown:
             raise TypeError(f"task(optional={sorted(unknown)}): not parameters of {fn.__name__}")
 
         @functools.wraps(fn)
-        def run(*args: P.args, **kwargs: P.kwargs) -> T | Failed:
+        def run(*args: Any, **kwargs: Any) -> T | Failed:
             bound = signature.bind(*args, **kwargs)
             for name, value in bound.arguments.items():
                 failed = failure(value)

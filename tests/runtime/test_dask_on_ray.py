@@ -9,6 +9,8 @@ compared at rtol 1e-12 (what differs is only where a task runs, not its arithmet
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -64,15 +66,18 @@ def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def test_stats_on_the_ray_scheduler_equal_the_local_dask_table(ray_cluster, tiny_params,
-                                                                  tmp_path, rng):
+                                                                  tmp_path, rng, capfd):
     params = from_mapping(tiny_params)
     paths = _cells(tmp_path, rng)
     level = params.report.level
     local_summary, local_detail = compute_stats(paths, params.stats, params.compute, level=level)
     assert not ray.is_initialized()  # the local run used Dask's own cluster
     on_ray = params.compute.model_copy(update={"ray_address": ray_cluster.address})
+    capfd.readouterr()
     ray_summary, ray_detail = compute_stats(paths, params.stats, on_ray, level=level)
     assert ray.is_initialized()
+    # the progress bar follows the Ray tasks (ray.wait on their refs) to all files done
+    assert re.search(rf"stats: 100%\|[^|]*\| {len(paths)}/{len(paths)} \[", capfd.readouterr().err)
     nodes = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
     assert nodes == {"127.0.0.1"} and sum(n["Alive"] for n in ray.nodes()) == 3
     keys = ["cell_id", "epoch", "representation"]

@@ -17,9 +17,9 @@ STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 
 
 def _bounds(path, cfg, level):
-    graph = stats_graph({("c", 2): path}, cfg, level=level)
-    (results,) = dask.compute(graph, scheduler="synchronous")  # no cluster needed
-    return results[("c", 2, "raw")][2]
+    tasks, _ = stats_graph({("c", 2): path}, cfg, level=level)
+    (results,) = dask.compute(tasks, scheduler="synchronous")  # no cluster needed
+    return results[0][("c", 2, "raw")][2]
 
 
 def test_graph_intervals_follow_the_level(tmp_path, tiny_params):
