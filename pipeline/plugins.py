@@ -14,9 +14,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+FILE_MODULE_PREFIX = "cbench_plugin_"  # sys.modules name of a plugin given as a .py file
+
 
 def _load_file(path: Path) -> None:
-    name = "cbench_plugin_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    name = FILE_MODULE_PREFIX + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     if name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(name, path)

@@ -15,6 +15,12 @@ import pytest
 import yaml
 
 from pipeline.config import merge, read_yaml
+from pipeline.datasets.augment import AUGMENTATIONS
+from pipeline.datasets.registry import DATASETS
+from pipeline.encoders.registry import ENCODERS
+from pipeline.losses.registry import LOSSES
+from pipeline.losses.schedules import SCHEDULES
+from pipeline.plugins import FILE_MODULE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 THREADS_ENV = "CBENCH_TEST_THREADS"
@@ -59,6 +65,25 @@ TINY: dict[str, Any] = {
     "search": {"k_eval": 16, "anchors": 50, "positives": 4, "k_sweep": [2, 4, 8]},
     "bounds": {"tuples": 200},
 }
+
+
+REGISTRIES = (LOSSES, SCHEDULES, DATASETS, ENCODERS, AUGMENTATIONS)
+
+
+@pytest.fixture(autouse=True)
+def _registries_restored():
+    """Each test leaves the registries as it found them: a plugin a test loads (params.plugins)
+    registers its entries in this process, and they would otherwise reach every later test (the
+    committed schema's enums, for one). A plugin file's module goes too, so that the next test
+    that names it imports it again."""
+    saved, modules = [dict(r) for r in REGISTRIES], set(sys.modules)
+    yield
+    for registry, entries in zip(REGISTRIES, saved, strict=True):
+        registry.clear()
+        registry.update(entries)
+    for name in set(sys.modules) - modules:
+        if name.startswith(FILE_MODULE_PREFIX):
+            del sys.modules[name]
 
 
 @pytest.fixture
