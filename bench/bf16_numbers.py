@@ -69,6 +69,9 @@ from pipeline.stats.intervals import summary_intervals  # noqa: E402
 from pipeline.stats.summary import summarize  # noqa: E402
 from pipeline.train import backbone_views, embed_heldout, train_cell  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_throughput import cpu_flags  # noqa: E402  (bench/, the same flags)
+
 STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 REPS = {"raw": "", "normalized": "norm_"}  # the stats stage's representations, metric prefixes
 LAYERS = {"head": "", "backbone": "backbone_"}
@@ -227,17 +230,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def cpu_flags() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "?"
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
-                  if line.startswith("flags")), [])
-    wanted = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512f", "avx2")
-    return " ".join(f for f in wanted if f in flags) or "none of " + " ".join(wanted)
 
 
 def main(argv: list[str] | None = None) -> int:

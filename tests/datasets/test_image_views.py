@@ -11,16 +11,7 @@ import torchvision.transforms.functional as TF
 
 from pipeline.datasets import make_augmenter, resolve_augment_options
 from pipeline.datasets.augment import JITTERS, colour_jitter, image_view
-from pipeline.datasets.image_ops import (
-    adjust_brightness,
-    adjust_contrast,
-    adjust_hue,
-    adjust_saturation,
-    gaussian_blur,
-    grayscale,
-    hsv_to_rgb,
-    rgb_to_hsv,
-)
+from pipeline.datasets import image_ops as ops
 
 # float64 images: our ops and torchvision's differ only by rounding, far below ATOL; torchvision
 # rotates hue in float32 whatever the input dtype (hue's formulas are also written differently
@@ -41,10 +32,10 @@ def _gen(seed: int = 1) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-TV_OPS = {"brightness": (adjust_brightness, TF.adjust_brightness, (0.0, 1.9)),
-          "contrast": (adjust_contrast, TF.adjust_contrast, (0.0, 1.9)),
-          "saturation": (adjust_saturation, TF.adjust_saturation, (0.0, 1.9)),
-          "hue": (adjust_hue, TF.adjust_hue, (-0.5, 0.5))}
+TV_OPS = {"brightness": (ops.adjust_brightness, TF.adjust_brightness, (0.0, 1.9)),
+          "contrast": (ops.adjust_contrast, TF.adjust_contrast, (0.0, 1.9)),
+          "saturation": (ops.adjust_saturation, TF.adjust_saturation, (0.0, 1.9)),
+          "hue": (ops.adjust_hue, TF.adjust_hue, (-0.5, 0.5))}
 
 
 @pytest.mark.parametrize("channels", [1, 3])
@@ -61,24 +52,24 @@ def test_colour_ops_match_torchvision_image_by_image(name, channels):
 
 def test_grayscale_and_blur_match_torchvision():
     x = _images()
-    torch.testing.assert_close(grayscale(x), TF.rgb_to_grayscale(x, num_output_channels=3),
+    torch.testing.assert_close(ops.grayscale(x), TF.rgb_to_grayscale(x, num_output_channels=3),
                                atol=ATOL, rtol=0)
     sigma = torch.tensor([0.1, 0.5, 1.0, 1.7, 2.0, 3.0, 0.8, 1.2], dtype=torch.float64)
     for radius in (1, 3):
-        out = gaussian_blur(x, sigma, radius)
+        out = ops.gaussian_blur(x, sigma, radius)
         for img, s, o in zip(x, sigma.tolist(), out, strict=True):
             ref = TF.gaussian_blur(img, [2 * radius + 1] * 2, [s, s])
             torch.testing.assert_close(o, ref, atol=ATOL, rtol=0)
-    assert gaussian_blur(x, sigma, 0) is x
+    assert ops.gaussian_blur(x, sigma, 0) is x
     with pytest.raises(ValueError, match=r"radius = 16: reflect padding needs radius < the image"):
-        gaussian_blur(x, sigma, 16)
+        ops.gaussian_blur(x, sigma, 16)
 
 
 def test_hsv_round_trip_and_grey_pixels():
     x = _images()
-    torch.testing.assert_close(hsv_to_rgb(rgb_to_hsv(x)), x, atol=ATOL, rtol=0)
+    torch.testing.assert_close(ops.hsv_to_rgb(ops.rgb_to_hsv(x)), x, atol=ATOL, rtol=0)
     grey = _images(c=1).expand(-1, 3, -1, -1)
-    hsv = rgb_to_hsv(grey)
+    hsv = ops.rgb_to_hsv(grey)
     assert torch.equal(hsv[:, 0], torch.zeros_like(hsv[:, 0]))  # hue 0, saturation 0 on grey
     assert torch.equal(hsv[:, 1], torch.zeros_like(hsv[:, 1]))
 
@@ -140,7 +131,7 @@ def test_grey_rgb_images_stay_grey_under_hue_and_saturation():
 def test_hue_shift_keeps_saturation_and_value():
     x = _images(b=64) * 0.9 + 0.05
     out = image_view(x, _gen(), **{**NONE, "jitter_prob": 1.0, "hue": 0.3})
-    before, after = rgb_to_hsv(x), rgb_to_hsv(out)
+    before, after = ops.rgb_to_hsv(x), ops.rgb_to_hsv(out)
     torch.testing.assert_close(after[:, 1:], before[:, 1:], atol=1e-9, rtol=0)
     shift = torch.remainder(after[:, 0] - before[:, 0] + 0.5, 1.0) - 0.5  # in (−0.5, 0.5]
     per_image = shift.flatten(1)
