@@ -9,9 +9,9 @@ import pytest
 import torch
 import torchvision.transforms.functional as TF
 
+from pipeline.datasets import image_ops as ops
 from pipeline.datasets import make_augmenter, resolve_augment_options
 from pipeline.datasets.augment import JITTERS, colour_jitter, image_view
-from pipeline.datasets import image_ops as ops
 
 # float64 images: our ops and torchvision's differ only by rounding, far below ATOL; torchvision
 # rotates hue in float32 whatever the input dtype (hue's formulas are also written differently
