@@ -235,9 +235,12 @@ def _interval(part: pd.DataFrame, col: str, level: float) -> str:
     return f"{text} [{_fmt(stat, lo)}, {_fmt(stat, hi)}]"
 
 
-def _knn(part: pd.DataFrame) -> str:
-    return f"{100 * part.knn_accuracy.mean():.1f}%" if "knn_accuracy" in part and len(part) \
-        and part.knn_accuracy.notna().any() else "–"
+def _probe(part: pd.DataFrame, col: str) -> str:
+    """The mean linear-probe accuracy in ``col`` (the probe stage, SPEC §5); "–" without it (a
+    dataset without class labels, or the probe not run)."""
+    if col not in part or not part[col].notna().any():
+        return "–"
+    return f"{100 * part[col].mean():.1f}%"
 
 
 def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str], list[dict]]:
@@ -247,7 +250,7 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
     con, sup = ok[ok.objective == "contrastive"], ok[ok.objective == "supervised"]
     if con.empty or sup.empty:
         return [], []
-    head = ["layer", "encoder", "cells", *(METRICS[s].label for s in STATS), "kNN acc."]
+    head = ["layer", "encoder", "cells", *(METRICS[s].label for s in STATS), "linear probe"]
     body = [["published", f"CIFAR-10 {obj}", "", *(_fmt(s, PUBLISHED[obj][s]) for s in STATS), ""]
             for obj in ("contrastive", "supervised")]
     out: list[dict] = []
@@ -255,9 +258,10 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
     for layer, (prefix, _) in LAYERS.items():
         if f"{prefix}cv" not in con:
             continue
-        entries = (("contrastive", con, prefix, _knn(con) if not prefix else ""),
-                   ("supervised", sup, prefix, _knn(sup) if not prefix else ""),
-                   ("untrained (epoch 0)", con, f"{prefix}control_", ""),
+        entries = (("contrastive", con, prefix, _probe(con, f"{prefix}linear_probe")),
+                   ("supervised", sup, prefix, _probe(sup, f"{prefix}linear_probe")),
+                   ("untrained (epoch 0)", con, f"{prefix}control_",
+                    _probe(con, f"{prefix}control_linear_probe")),
                    ("Gaussian null", con, f"{prefix}null_", ""))
         for name, part, pre, knn in entries:
             cells = [layer, name, str(len(part))]
@@ -286,7 +290,10 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
              f"Raw held-out embeddings; value [{pct(level)} interval] (bootstrap for CV, over "
              "coordinates for AD/DP; within the cells' held-out data, not over training seeds); "
              "the untrained row is the same encoder at epoch 0 — the same initial weights as "
-             "the supervised cell. kNN accuracy: the head's held-out labels (search stage).", "",
+             "the supervised cell. Linear probe: top-1 accuracy of a logistic regression on "
+             "the frozen layer (the probe stage; the raw pixels: "
+             + _probe(ok, "raw_linear_probe") + ").",
+             "",
              md_table(head, body).rstrip("\n"), "",
              f"Claim: **contrastive training makes the representation more Gaussian than "
              f"supervised training** (lower CV and AD Avg). Verdict on the {pct(level)} "

@@ -17,7 +17,8 @@ Z = 1.959963984540054
 
 def _cell(objective, cell_id, values, half=0.01, prefixes=("", "backbone_")):
     row = {"cell_id": cell_id, "objective": objective, "status": "ok", "arch": "resnet18",
-           "seed": 0, "knn_accuracy": 0.9 if objective == "contrastive" else 0.95}
+           "seed": 0, "linear_probe": 0.9 if objective == "contrastive" else 0.95,
+           "control_linear_probe": 0.8, "backbone_linear_probe": 0.92, "raw_linear_probe": 0.91}
     for prefix in prefixes:
         for stat, v in values.items():
             for part, shift in (("", 0.0), ("control_", 0.05), ("null_", -0.5)):
@@ -65,6 +66,15 @@ def test_comparison_table_head_and_backbone():
     assert "| head      | contrastive          | 1     | 0.100 [0.090, 0.110] |" in text
     assert "| backbone  | untrained (epoch 0)  | 1     | 0.150 [0.140, 0.160] |" in text
     assert "| published | CIFAR-10 contrastive |       | 0.090                | 0.430 " in text
+    # the probe stage's accuracy per layer and encoder, the raw pixels' in the text
+    probe = {tuple(c.strip() for c in line.split("|")[1:3]): line.split("|")[-2].strip()
+             for line in text.splitlines() if line.startswith(("| head", "| backbone"))}
+    assert probe[("head", "contrastive")] == "90.0%" and probe[("head", "supervised")] == "95.0%"
+    assert probe[("head", "untrained (epoch 0)")] == "80.0%"
+    assert probe[("backbone", "contrastive")] == "92.0%"
+    assert probe[("backbone", "supervised")] == "–"  # its backbone columns are missing here
+    assert probe[("head", "Gaussian null")] == ""
+    assert "the raw pixels: 91.0%" in text
     by = {r["layer"]: r for r in rows}
     # head: CV higher than supervised (0.10 vs 0.05) but AD lower: not held
     assert by["head"]["cv_side"] == "less Gaussian" and by["head"]["verdict"] == "not held"
