@@ -207,8 +207,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"grid {n}: resolve {setup['resolve']:.1f} s, prepare {setup['prepare']:.1f} s, "
                   f"train {setup['train']:.1f} s (cells already in the store are skipped)",
                   flush=True)
-        for name in args.stages:  # every stage table present before the warm-up reads them
-            run_stage(name, args.code, spaces[sizes[0]], log)
+        # every stage table present before the warm-up reads them, and the tables of the stages
+        # left out of --stages (the report reads them all) in every workspace, once, untimed
+        for n in sizes:
+            for name in STAGES:
+                if name not in args.stages or n == sizes[0]:
+                    run_stage(name, args.code, spaces[n], log)
         warm_up(spaces[sizes[0]], args.stages)
         times: dict[tuple[int, str, str], list[float]] = {}
         for r in range(args.repeats):
