@@ -256,8 +256,8 @@ def backbone_views(views: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np
 @torch.no_grad()
 def embed_heldout(model: nn.Module, dataset: Dataset, cell: Cell) -> tuple[np.ndarray, np.ndarray]:
     """Raw float32 embeddings of the clean held-out inputs (view 0) and of one view (view 1): a
-    :class:`HeldoutViews`, which also carries the encoder's backbone's where it has one, from the
-    same forward passes (read it with :func:`backbone_views`)."""
+    :class:`HeldoutViews`, which also carries the encoder's backbone's where it has one that
+    trains, from the same forward passes (read it with :func:`backbone_views`)."""
     was_training = model.training
     model.eval()
     dev = next(iter(model.parameters()), torch.empty(0)).device
@@ -274,5 +274,8 @@ def embed_heldout(model: nn.Module, dataset: Dataset, cell: Cell) -> tuple[np.nd
                 parts[(name, view)].append(z.float().cpu())
     model.train(was_training)
     out = {key: torch.cat(z).numpy() for key, z in parts.items()}
-    backbone = (out[(BACKBONE, 0)], out[(BACKBONE, 1)]) if BACKBONE in split.names else None
+    # a frozen tower's features are the same in every cell and epoch (the probe stage evaluates
+    # them): not carried, so that a pretrained cell stores only what it trained
+    keep = BACKBONE in split.names and split.backbone_trains
+    backbone = (out[(BACKBONE, 0)], out[(BACKBONE, 1)]) if keep else None
     return HeldoutViews((out[(HEAD, 0)], out[(HEAD, 1)]), backbone)

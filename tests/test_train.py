@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
+from pipeline.encoders.features import split_encoder
 from pipeline.losses import temperature_at
 from pipeline.runtime import storage, store
 from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name, run_cell
@@ -240,6 +241,7 @@ def test_backbone_views_beside_the_head_and_written_with_checksums(tiny_params, 
     model = initial_encoder(cell, (16,))
     views = embed_heldout(model, dataset, cell)
     backbone = backbone_views(views)
+    assert split_encoder("mlp", model).backbone_trains  # its hidden layers train: written
     assert backbone is not None and backbone[0].shape == (200, 24) and views[0].shape == (200, 8)
     with torch.no_grad():
         x = torch.from_numpy(dataset.x_heldout)

@@ -43,6 +43,12 @@ class EncoderSplit:
     model: nn.Module
 
     @property
+    def backbone_trains(self) -> bool:
+        """The backbone has trainable parameters. A frozen pretrained tower has none: its
+        features are the same in every cell and at every epoch."""
+        return self.backbone is not None and any(p.requires_grad for p in self.backbone.parameters())
+
+    @property
     def names(self) -> tuple[str, ...]:
         """The representations returned, in order: ``("head",)`` or ``("head", "backbone")``."""
         return (HEAD,) if self.head is None else (HEAD, BACKBONE)
@@ -106,12 +112,12 @@ class _FrozenTower(nn.Module):
 
     def __init__(self, encoder: PretrainedEncoder):
         super().__init__()
-        self.encoder = encoder
+        # the encoder's own modules, shared (not the encoder: its head is not the backbone's)
+        self.adapter, self.tower, self.freeze = encoder.adapter, encoder.backbone, encoder.freeze
 
     def forward(self, x: Tensor) -> Tensor:
-        enc = self.encoder
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not enc.freeze):
-            out: Tensor = enc.backbone(enc.adapter(x))
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze):
+            out: Tensor = self.tower(self.adapter(x))
         return out
 
 

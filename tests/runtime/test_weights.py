@@ -7,6 +7,7 @@ import torch
 
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
+from pipeline.encoders.features import split_encoder
 from pipeline.runtime import storage
 from pipeline.runtime.cells import run_cell
 from pipeline.runtime.evaluate import load_encoders
@@ -43,6 +44,10 @@ def test_the_cell_keeps_its_head_and_reloads_exactly(frozen_cell):
     tower = (tmp_path / "vit.pt").stat().st_size
     cell_bytes = sum(p.stat().st_size for p in folder.iterdir())
     assert cell_bytes <= 0.01 * tower, (cell_bytes, tower)  # at most 1% of the tower
+    # the frozen tower's features are the same in every cell: no backbone files for them
+    split = split_encoder("dino", load_encoders(cell, dataset, folder)["trained"])
+    assert split.backbone is not None and not split.backbone_trains
+    assert not [p.name for p in folder.iterdir() if p.name.startswith("backbone")]
     stored = storage.read_bytes(folder / "model.safetensors")
     from pipeline.runtime.weights import metadata
 
