@@ -112,9 +112,25 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
     reused: dict[str, CellOutcome] = {}
     pending = list(todo)
     announced: set[str] = set()
+    def reuse(entry: Entry, state: CellState) -> None:
+        reused[entry.cell.cell_id] = CellOutcome(
+            entry.cell.cell_id, "ok" if state.status == "done" else "failed",
+            str(state.record.get("reason", "")), record=dict(state.record))
+
     while pending:
-        mine = [e for e in pending if claims.try_claim(e.key)]
-        others = [e for e in pending if e not in mine]
+        mine, others = [], []
+        for entry in pending:
+            if not claims.try_claim(entry.key):
+                others.append(entry)
+                continue
+            # the plan is older than the claim: another driver may have finished the cell and
+            # released it in between, so look again under the claim before training it
+            state = reinspect(entry)
+            if state.status == "todo":
+                mine.append(entry)
+            else:
+                claims.release(entry.key)
+                reuse(entry, state)
 
         def finished(entry: Entry, outcome: CellOutcome) -> None:
             try:
@@ -138,9 +154,7 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
             if state.status == "todo":
                 pending.append(entry)  # its driver died before finishing: claim it next round
             else:
-                reused[entry.cell.cell_id] = CellOutcome(
-                    entry.cell.cell_id, "ok" if state.status == "done" else "failed",
-                    str(state.record.get("reason", "")), record=dict(state.record))
+                reuse(entry, state)
         if pending and not mine:
             time.sleep(POLL_SECONDS)
     return outcomes, reused

@@ -134,3 +134,39 @@ def test_concurrent_claims_have_one_winner(tmp_path):
     for p in procs:
         p.communicate(timeout=60)
     assert sum(wins) == 1
+
+
+def test_a_cell_finished_by_another_driver_after_the_plan_is_not_trained_again(tmp_path,
+                                                                                tiny_params):
+    """The race of two drivers on one store: the plan said 'train', but by the time this driver
+    claims the cell the other has trained it and released its claim. The claim is not enough:
+    the cell is looked at again under it, and reused."""
+    from pipeline.config import expand, from_mapping
+    from pipeline.runtime.cells import CellOutcome
+    from pipeline.runtime.grid_run import plan, train
+
+    cells = expand(from_mapping(tiny_params))[:2]
+    root = tmp_path / "store"
+    entries = plan(cells, root, "data", [], "retrain")
+    assert [e.action for e in entries] == ["train", "train"]
+    # the other driver finishes the first cell now, after this driver's plan
+    _cell(storage.location(entries[0].folder), files={"embeddings.parquet": b"z"})
+
+    ran: list[str] = []
+
+    def run(todo, finished):
+        out = []
+        for entry in todo:
+            ran.append(entry.cell.cell_id)
+            outcome = CellOutcome(entry.cell.cell_id, "ok")
+            finished(entry, outcome)
+            out.append(outcome)
+        return out
+
+    with Claims(root) as claims:
+        trained, reused = train(entries, claims, run, lambda e, o: None,
+                                lambda e: store.inspect(e.folder))
+        assert not claims.held  # the reused cell's claim was released at once
+    assert ran == [cells[1].cell_id]
+    assert set(trained) == {cells[1].cell_id} and set(reused) == {cells[0].cell_id}
+    assert reused[cells[0].cell_id].status == "ok"
