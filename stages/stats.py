@@ -13,6 +13,7 @@ import sys
 
 import pandas as pd
 
+from pipeline.encoders.features import BACKBONE, HEAD
 from pipeline.grid import GRID_AXES
 from pipeline.runtime import storage
 from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name
@@ -26,8 +27,6 @@ from pipeline.runtime.context import (
     usage_error,
 )
 from pipeline.runtime.dask_ops import compute_stats
-
-HEAD, BACKBONE = "head", "backbone"
 
 
 def _paths(cells: pd.Series, folders: dict, epochs: list[int], final: int,

@@ -112,6 +112,7 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
     reused: dict[str, CellOutcome] = {}
     pending = list(todo)
     announced: set[str] = set()
+
     def reuse(entry: Entry, state: CellState) -> None:
         reused[entry.cell.cell_id] = CellOutcome(
             entry.cell.cell_id, "ok" if state.status == "done" else "failed",
