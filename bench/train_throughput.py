@@ -3,11 +3,12 @@
     python bench/train_throughput.py [--arch resnet18] [--size 32] [--batch 64] [--threads 2]
                                      [--repeats 5] [--steps 3] [--device cpu]
 
-One training step = forward + backward + SGD step (lr 0.01, momentum 0.9) of the project's
+One training step = forward + backward + SGD step of the project's
 ResNet-18 (``pipeline.encoders``, small-image stem, 3 input channels, 128-d output, loss = mean
 square of the output) on a batch of random ``--size``×``--size`` images, in each setting the
 pipeline trains with (``train.precision`` × ``train.memory_format``, applied exactly as
-``pipeline.train`` applies them: ``pipeline.encoders.device.apply_compute_mode``):
+``pipeline.train`` applies them). The step is ``pipeline.encoders.device.encoder_step``, the one
+``train.precision: auto`` measures:
 
 - fp32: float32, contiguous (the default);
 - fp32 channels_last;
@@ -28,7 +29,6 @@ choose from these numbers (the fastest setting if it beats fp32 by AUTO_MARGIN, 
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import platform
 import statistics
@@ -46,9 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.encoders import make_encoder  # noqa: E402
 from pipeline.encoders.device import (  # noqa: E402
     AUTO_MARGIN,
-    ComputeMode,
-    apply_compute_mode,
     device_name,
+    encoder_step,
 )
 
 SETTINGS = {  # label -> (train.precision, train.memory_format)
@@ -71,32 +70,15 @@ def cpu_flags() -> str:
     return " ".join(f for f in wanted if f in flags) or "none of " + " ".join(wanted)
 
 
-def make_step(model: torch.nn.Module, x: torch.Tensor, precision: str, memory_format: str,
-              device: torch.device):
-    """One training step of a private copy of ``model`` in the given setting."""
-    net = copy.deepcopy(model).to(device).train()
-    apply_compute_mode(net, ComputeMode(precision, memory_format, (precision, memory_format),
-                                        "params", ""), device)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        net(x).square().mean().backward()
-        opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    return step
-
-
 def measure(args: argparse.Namespace) -> dict[str, list[float]]:
     """Images per second of every setting, one entry per sample."""
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = make_encoder(args.arch, (3, args.size, args.size), 128,
                          {"small_stem": True} if args.arch == "resnet18" else {})
-    x = torch.randn(args.batch, 3, args.size, args.size, generator=torch.Generator().manual_seed(1))
-    x = x.to(device)
-    steps = {label: make_step(model, x, p, f, device) for label, (p, f) in SETTINGS.items()}
+    # the step `train.precision: auto` measures: a private copy, random inputs, one SGD step
+    step_in = encoder_step(model, (3, args.size, args.size), args.batch, device)
+    steps = {label: step_in(p, f) for label, (p, f) in SETTINGS.items()}
     for step in steps.values():
         for _ in range(2):
             step()
