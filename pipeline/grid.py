@@ -8,6 +8,11 @@ schema (:mod:`pipeline.config`) validates ``params.yaml`` and hands over these o
 - :class:`Cell` is a grid point with everything else that determines its training run: the
   resolved options of its loss, schedule and encoder, the training settings and the data.
 - A cell's id is 12 hex digits of SHA-256 over the canonical JSON of :meth:`Cell.config`.
+- A cell's *training id* is the same hash over :meth:`Cell.training_config`: the config with the
+  keys its training does not read blanked (a loss without negatives reads no k). Cells that
+  differ only there share one training (one folder in the cell store, one MLflow run, the same
+  random streams) and are each evaluated at their own values. Where a cell's training reads every
+  key, its training id is its cell id.
 """
 
 from __future__ import annotations
@@ -72,6 +77,14 @@ class TrainSpec:
 
 
 RUN_ONLY_TRAIN_KEYS = frozenset({"threads", "on_code_change"})
+# what a cell is run with on a node with / without a GPU when ``train.device`` is ``auto``
+AUTO_DEVICE = {True: "cuda", False: "cpu"}
+
+
+def concrete_device(device: str, gets_gpu: bool) -> str:
+    """``train.device`` as it runs: ``auto`` is CUDA exactly when the cell's task is given a GPU
+    (``compute.num_gpus > 0``: Ray hides every GPU from a task that asks for none)."""
+    return AUTO_DEVICE[gets_gpu] if device == "auto" else device
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,8 @@ class Cell(GridPoint):
     arch_options: Mapping[str, Any]
     train: TrainSpec  # train: with this cell's batch size
     data: DataSpec
+    unread: tuple[str, ...] = ()  # config keys (dotted) that its training does not read
+    training_id: str = ""  # hash of training_config(); == cell_id when unread is empty
 
     def config(self) -> dict[str, Any]:
         """The resolved cell config (JSON-ready); its hash is the cell id.
@@ -96,7 +111,7 @@ class Cell(GridPoint):
         grid axis, so the ids of cells trained then did not change.
         """
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)
-                               if f.name not in ("cell_id", "batch_size")}
+                               if f.name not in NOT_CONFIG}
         train = {k: v for k, v in asdict(self.train).items() if k not in RUN_ONLY_TRAIN_KEYS}
         out.update(loss_options=dict(self.loss_options), arch_options=dict(self.arch_options),
                    schedule_options=dict(self.schedule_options), train=train,
@@ -104,9 +119,23 @@ class Cell(GridPoint):
                          "augment": dict(self.data.augment)})
         return out
 
+    def training_config(self) -> dict[str, Any]:
+        """:meth:`config` with every key of ``unread`` set to None: what the training reads."""
+        out = self.config()
+        for key in self.unread:
+            *path, last = key.split(".")
+            node = out
+            for part in path:
+                node = node[part]
+            node[last] = None
+        return out
+
     def grid_values(self) -> dict[str, Any]:
         """The cell's value on every grid axis (:data:`GRID_AXES` order)."""
         return {axis: getattr(self, axis) for axis in GRID_AXES}
+
+
+NOT_CONFIG = frozenset({"cell_id", "batch_size", "unread", "training_id"})
 
 
 def cell_id_of(config: Mapping[str, Any]) -> str:
@@ -129,6 +158,8 @@ class GridSpec:
     schedule_options: Callable[[str, float], Mapping[str, Any]]
     train: Mapping[str, Any]  # params train: (every key of TrainSpec but batch_size)
     data: DataSpec
+    # (objective, loss) -> the config keys that training does not read (see Cell.unread)
+    unread: Callable[[str, str], tuple[str, ...]] = lambda objective, loss: ()
 
 
 SUPERVISED = {"loss": "cross_entropy", "k": 0, "tau": 0.0, "tau_schedule": "none"}
@@ -148,9 +179,11 @@ def make_cell(spec: GridSpec, point: Mapping[str, Any]) -> Cell:
     fields_: dict[str, Any] = dict(values, loss_options=dict(loss_opts),
                                    schedule_options=dict(sched_opts),
                                    arch_options=dict(spec.arch_options[values["arch"]]),
-                                   train=train, data=spec.data)
+                                   train=train, data=spec.data,
+                                   unread=tuple(spec.unread(values["objective"], values["loss"])))
     probe = Cell(cell_id="", **fields_)
-    return Cell(cell_id=cell_id_of(probe.config()), **fields_)
+    return Cell(cell_id=cell_id_of(probe.config()),
+                training_id=cell_id_of(probe.training_config()), **fields_)
 
 
 def points(axes: Mapping[str, Iterable[Any]]) -> Iterable[dict[str, Any]]:

@@ -5,7 +5,8 @@ Random streams (all from :mod:`pipeline.seeding`):
   only in loss, k or τ start from the same weights, so their comparison is paired, and the
   untrained control of a cell is exactly its epoch-0 encoder;
 - the training subsample of size n: (seed, n);
-- batches, augmentations and negatives: (seed, cell_id);
+- batches, augmentations and negatives: (seed, training_id): the cell id without the keys its
+  training does not read, so cells that differ only there are one training, not two seeds;
 - the held-out positive views: the data seed alone, so every cell is scored on the same views.
 """
 
@@ -96,14 +97,14 @@ def subsample(cell: Cell, n_train: int) -> np.ndarray:
 def _initial_state(cell: Cell, dataset: Dataset, device: torch.device) -> _State:
     state = _State(model=initial_encoder(cell, dataset.input_shape).to(device))
     if cell.objective == "supervised":
-        with seeded_init(cell.seed, cell.cell_id, "head"):
+        with seeded_init(cell.seed, cell.training_id, "head"):
             state.head = classifier_head(cell.embed_dim, int(dataset.n_classes or 0)).to(device)
     if cell.tau_schedule == "learnable":
         state.temperature = LearnableTemperature(**cell.schedule_options).to(device)
     opts = cell.loss_options
     if cell.loss == "synco" and opts.get("queue_size"):
         state.momentum = copy.deepcopy(state.model).requires_grad_(False)
-        gen = torch_generator(cell.seed, cell.cell_id, "queue")
+        gen = torch_generator(cell.seed, cell.training_id, "queue")
         state.queue = F.normalize(torch.randn(opts["queue_size"], cell.embed_dim, generator=gen),
                                   dim=1).to(device)
     return state
@@ -184,7 +185,7 @@ def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()
         return TrainResult(state.model, history, snapshots, mode)
     opt_cls = torch.optim.Adam if cell.train.optimizer == "adam" else torch.optim.SGD
     optimizer = opt_cls(params, lr=cell.train.lr)
-    gen = torch_generator(cell.seed, cell.cell_id, "train")
+    gen = torch_generator(cell.seed, cell.training_id, "train")
     bs = cell.train.batch_size
     per_epoch = x.shape[0] // bs
     step = 0

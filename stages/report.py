@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import Params
+from pipeline.grid import GRID_AXES
 from pipeline.report.build import Inputs, build
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
@@ -22,8 +23,9 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[s
     folders = ctx.cell_folders(grid)
     records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
                if (f / "cell.json").exists()}
-    histories = [storage.read_frame(f / "history.parquet") for f in folders.values()
-                 if (f / "history.parquet").exists()]
+    # a shared training's history is each of its cells' (their folders are one)
+    histories = [storage.read_frame(f / "history.parquet").assign(cell_id=c)
+                 for c, f in folders.items() if (f / "history.parquet").exists()]
     inputs = Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                     pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
                     pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
@@ -36,6 +38,30 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[s
     return inputs, norms
 
 
+def _run_metrics(runs: dict, grid: pd.DataFrame,
+                 values: dict[str, list[tuple[str, float]]]) -> dict[str, list]:
+    """Each cell's final metrics for its training's MLflow run. Cells that share a training (they
+    differ only in keys it does not read, such as k for a loss without negatives) share its run,
+    so their metrics carry the grid values that tell them apart (``recall_at_1/k=16``)."""
+    training = dict(zip(grid.cell_id, grid.get("training_id", grid.cell_id), strict=True))
+    version = dict(zip(grid.cell_id, grid.version, strict=True))
+    sharing = grid.groupby(grid.get("training_id", grid.cell_id)).cell_id.transform("size")
+    shared = dict(zip(grid.cell_id, sharing > 1, strict=True))
+    axes = [a for a in GRID_AXES if a in grid]
+    out: dict[str, list] = {}
+    for cell_id, metrics in values.items():
+        run = runs.get(run_key(training.get(cell_id, cell_id), version.get(cell_id, "")))
+        if run is None:
+            continue
+        suffix = ""
+        if shared.get(cell_id):
+            same = grid[grid.get("training_id", grid.cell_id) == training[cell_id]]
+            row = grid[grid.cell_id == cell_id].iloc[0]
+            suffix = "/" + ",".join(f"{a}={row[a]}" for a in axes if same[a].nunique() > 1)
+        out.setdefault(run.info.run_id, []).extend((k + suffix, v, 0) for k, v in metrics)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv:
         return ctx.usage_error("report", argv)
@@ -44,11 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     report = build(inputs)
     write(report, ctx.REPORTS, norms, inputs.finite_k, grid)
     tracker = Tracker(ctx.tracking_uri(params), params.tracking.experiment)
-    runs, versions = tracker.cell_runs(), dict(zip(grid.cell_id, grid.version, strict=True))
-    for cell_id, values in report.mlflow.items():  # final metrics to each cell's run
-        run = runs.get(run_key(cell_id, versions.get(cell_id, "")))
-        if run is not None:
-            tracker.log(run.info.run_id, metrics=[(k, v, 0) for k, v in values])
+    for run_id, metrics in _run_metrics(tracker.cell_runs(), grid, report.mlflow).items():
+        tracker.log(run_id, metrics=metrics)
     parent = tracker.latest_parent() or tracker.start_parent("report", {})
     tracker.client.log_artifacts(parent, str(ctx.REPORTS), artifact_path="reports")
     print(f"report: leaderboard of {len(report.cells)} cells ({report.failed} failed) -> "

@@ -29,7 +29,14 @@ from pipeline.runtime.context import (
     usage_error,
 )
 from pipeline.runtime.executor import run_cells
-from pipeline.runtime.grid_run import Entry, manifest_row, plan, stale_summary, train
+from pipeline.runtime.grid_run import (
+    Entry,
+    first_per_training,
+    manifest_row,
+    plan,
+    stale_summary,
+    train,
+)
 from pipeline.runtime.store import inspect, store_root
 from pipeline.runtime.tracking import Tracker, record_cell, run_key
 
@@ -46,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"train: {stale_summary(entries)}; train.on_code_change = fail: retrain them "
               "(retrain) or use them marked stale (keep)", file=sys.stderr)
         return 2
-    todo = [e for e in entries if e.action == "train" or (e.action == "stale" and policy != "keep")]
+    todo = first_per_training(
+        e for e in entries if e.action == "train" or (e.action == "stale" and policy != "keep"))
+    trainings = len({e.key for e in entries})
     print(f"train: {len(entries)} cells in the grid: {count['done']} already done (skipped), "
-          f"{len(todo)} to train" + (f", {count['failed']} failed before (not retried)"
+          f"{len(todo)} to train" + (f" ({len(entries)} cells share {trainings} trainings)"
+                                     if trainings < len(entries) else "") + (f", {count['failed']} failed before (not retried)"
                                      if count["failed"] else "")
           + (f"; {stale_summary(entries)}: " + ("kept, marked stale" if policy == "keep"
                                                  else "retrained") if count["stale"] else ""))
@@ -76,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with Claims(store_root(params.compute.storage)) as claims:
         trained, reused = train(todo, claims, run, on_done, lambda e: inspect(e.folder, snaps))
-        outcomes = {**reused, **trained}
+        by_cell = {**reused, **trained}  # keyed by the cell that ran each training
+        outcomes = {e.key: by_cell[e.cell.cell_id] for e in todo if e.cell.cell_id in by_cell}
         synced = _sync_runs(tracker, parent, entries, outcomes, runs, claims)
     if synced:
         print(f"train: logged {synced} done cells that had no finished MLflow run")
@@ -96,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _manifest(entries: Sequence[Entry], outcomes: dict[str, CellOutcome]) -> list[dict]:
+    """One row per grid cell; ``outcomes`` by training (:attr:`Entry.key`)."""
     rows = []
     for e in entries:
-        got = outcomes.get(e.cell.cell_id)
+        got = outcomes.get(e.key)
         if got is not None:
-            rows.append(manifest_row(e, got.status, got.reason, got.record))
+            rows.append(manifest_row(e, got.status, got.reason, got.record, got.failure_class))
         elif e.action == "failed":
             rows.append(manifest_row(e, "failed", str(e.record.get("reason", "")), e.record))
         else:  # done, or stale and kept
@@ -113,10 +125,10 @@ def _sync_runs(tracker: Tracker, parent: str, entries: Sequence[Entry],
     """Log reused cells whose run is missing or unfinished (e.g. a driver died after the cell),
     under the cell's claim so that no other driver logs it at the same time."""
     synced = 0
-    for e in entries:
-        if e.cell.cell_id in outcomes or e.action not in ("done", "failed", "stale"):
+    for e in first_per_training(entries):  # one run per training
+        if e.key in outcomes or e.action not in ("done", "failed", "stale"):
             continue
-        key = run_key(e.cell.cell_id, e.used_version)
+        key = run_key(e.cell.training_id, e.used_version)
         if key in runs and runs[key].info.status in ("FINISHED", "FAILED"):
             continue
         if not claims.try_claim(key):

@@ -62,7 +62,7 @@ TINY: dict[str, Any] = {
     "train": {"epochs": 2},
     "stats": {"block_cols": 4, "n_workers": 1, "projections": 4, "bootstrap": 10, "epochs": [0],
               "null_draws": 1},
-    "search": {"k_eval": 16, "anchors": 50, "positives": 4, "k_sweep": [2, 4, 8]},
+    "search": {"k_eval": 16, "anchors": 50, "positives": 4, "k_sweep": [2, 4, 8], "fit_k_min": 4},
     "bounds": {"tuples": 200},
 }
 

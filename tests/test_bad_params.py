@@ -131,6 +131,21 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("delta-zero", {"bounds.delta": 0.0}, "bounds.delta = 0.0: input should be greater than 0"),
     ("plugin-missing", {"plugins": ["no_such_plugin_module"]},
      "plugins[0] = 'no_such_plugin_module': cannot import it"),
+    # knowable before work, and once failing later (issue 21): seeds, the search's τ floor, the
+    # slope's k-range, a task no node can run
+    ("negative-data-seed", {"data.seed": -1},
+     "data.seed = -1: input should be greater than or equal to 0"),
+    ("huge-data-seed", {"data.seed": 2**64}, "data.seed = 18446744073709551616: input should be less"),
+    ("negative-grid-seed", {"grid.seed": [0, -3]}, "grid.seed[1] = -3: must be >= 0"),
+    ("negative-geometry-seed", {"geometry.seed": -1}, "geometry.seed = -1: input should be greater"),
+    ("tau-below-search-floor", {"grid.tau": [0.5, 0.002]},
+     "grid.tau[1] = 0.002: the search stage needs τ > 0.00282"),
+    ("fit-range-above-sweep", {"search.fit_k_min": 128},
+     "search.fit_k_min = 128, search.fit_k_max = None: the slope of |CE − R_k| needs at least 2"),
+    ("fit-range-one-k", {"search.fit_k_min": 5, "search.fit_k_max": 7},
+     "needs at least 2 k's of the sweep in that range"),
+    ("cpus-above-the-machine", {"compute.num_cpus": 4096},
+     "compute.num_cpus = 4096: a cell's task would never start on the local Ray instance"),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, expand, from_mapping, load, merge
+from pipeline.config import ConfigError, expand, from_mapping, load, merge, rules
 from pipeline.grid import cell_id_of
 from tests.conftest import ROOT
 
@@ -163,9 +163,22 @@ def test_profile_replaces_dataset_options_whole():
 
 
 @pytest.mark.parametrize("profile", sorted(p.name for p in (ROOT / "profiles").glob("*.yaml")))
-def test_every_profile_validates(profile):
+def test_every_profile_validates(profile, monkeypatch):
+    # the GPU profiles ask for more CPUs per cell than this machine has: validate them as on the
+    # machine they are written for (the refusal on a small one is the test below)
+    monkeypatch.setattr(rules, "local_cores", lambda: 64)
     cells = expand(load(ROOT / "params.yaml", ROOT / "profiles" / profile))
     assert cells and len({c.cell_id for c in cells}) == len(cells)
+
+
+def test_a_profile_asking_for_more_cpus_than_this_machine_has_is_refused(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(rules, "local_cores", lambda: 2)
+    with pytest.raises(ConfigError, match=r"compute.num_cpus = 4: a cell's task would never "
+                                          r"start on the local Ray instance, which has 2 CPUs"):
+        load(ROOT / "params.yaml", ROOT / "profiles" / "cifar10-resnet18-gpu.yaml")
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # a cluster's nodes may be larger
+    load(ROOT / "params.yaml", ROOT / "profiles" / "cifar10-resnet18-gpu.yaml")
 
 
 def test_betser_profile_is_the_papers_grid():

@@ -20,7 +20,7 @@ from pipeline.config.rules import check
 from pipeline.config.sections import Params
 from pipeline.datasets.registry import DATASETS
 from pipeline.encoders.registry import ENCODERS
-from pipeline.grid import GRID_AXES, Cell, DataSpec, GridSpec
+from pipeline.grid import GRID_AXES, Cell, DataSpec, GridSpec, concrete_device
 from pipeline.grid import expand as expand_grid
 from pipeline.losses.registry import LOSSES
 from pipeline.losses.schedules import SCHEDULES
@@ -155,9 +155,15 @@ def grid_spec(params: Params) -> GridSpec:
                                                 spec.target: tau},
                                 f"schedule_options.{schedule}", f"schedule {schedule!r}")
 
+    def unread(objective: str, loss: str) -> tuple[str, ...]:
+        return LOSSES[loss].unread if objective == "contrastive" else ()
+
+    train = params.train.model_dump()
+    # the id names what runs: ``auto`` is the device the cell's Ray task is given
+    train["device"] = concrete_device(train["device"], params.compute.num_gpus > 0)
     return GridSpec(axes={a: tuple(getattr(params.grid, a)) for a in GRID_AXES},
                     loss_options=params.loss_options, arch_options=params.arch_options,
-                    schedule_options=schedule_options, train=params.train.model_dump(),
+                    schedule_options=schedule_options, train=train, unread=unread,
                     data=DataSpec(d.name, d.n_train, d.n_heldout, d.seed, dict(d.options),
                                   dict(d.augment)))
 

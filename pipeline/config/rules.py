@@ -7,6 +7,7 @@ are reported at once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from pipeline.grid import GRID_AXES
 from pipeline.losses.registry import LOSSES
 from pipeline.losses.schedules import SCHEDULES
 from pipeline.metrics import METRICS, is_metric, lookup
+from pipeline.search.crn import MIN_TAU
 
 Rule = Callable[[Params], Iterator[str]]
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
@@ -55,10 +57,18 @@ def axes(p: Params) -> Iterator[str]:
     for i, tau in enumerate(g.tau):
         if not tau > 0:
             yield f"grid.tau[{i}] = {tau}: temperature must be > 0"
-    for axis, least in (("k", 1), ("n", 1), ("embed_dim", 1), ("batch_size", 2)):
+    for axis, least in (("k", 1), ("n", 1), ("embed_dim", 1), ("batch_size", 2), ("seed", 0)):
         for i, v in enumerate(getattr(g, axis)):
             if v < least:
                 yield f"grid.{axis}[{i}] = {v}: must be >= {least}"
+    for i, seed in enumerate(g.seed):
+        if seed >= 2**63:
+            yield f"grid.seed[{i}] = {seed}: must be < 2**63 (a 64-bit seed)"
+    if "contrastive" in g.objective:
+        for i, tau in enumerate(g.tau):
+            if 0 < tau <= MIN_TAU:
+                yield (f"grid.tau[{i}] = {tau}: the search stage needs τ > {MIN_TAU:.5f} (its "
+                       "estimator's largest weight e^(2/τ) must be a finite float64)")
 
 
 def data_fit(p: Params) -> Iterator[str]:
@@ -139,9 +149,18 @@ def stages(p: Params) -> Iterator[str]:
         yield (f"search.anchors = {p.search.anchors} > data.n_heldout / 2 = {d.n_heldout // 2}: "
                "the other held-out points are the pool of unseen points, at least as many")
     yield from _duplicates("search.k_sweep", p.search.k_sweep)
-    if p.search.fit_k_max is not None and p.search.fit_k_max < p.search.fit_k_min:
-        yield (f"search.fit_k_max = {p.search.fit_k_max}: must be >= search.fit_k_min = "
-               f"{p.search.fit_k_min}")
+    lo, hi = p.search.fit_k_min, p.search.fit_k_max
+    if hi is not None and hi < lo:
+        yield f"search.fit_k_max = {hi}: must be >= search.fit_k_min = {lo}"
+    elif "contrastive" in g.objective:
+        for k in g.k:  # each cell's sweep is search.k_sweep with its own k added
+            fitted = sorted(x for x in {*p.search.k_sweep, k} if lo <= x <= (hi or x))
+            if len(fitted) < 2:
+                yield (f"search.fit_k_min = {lo}, search.fit_k_max = {hi}: the slope of "
+                       f"|CE − R_k| needs at least 2 k's of the sweep in that range, and the "
+                       f"cells with grid.k = {k} have {fitted} (sweep: "
+                       f"{sorted({*p.search.k_sweep, k})})")
+                break
     yield from _duplicates("search.encoders", p.search.encoders)
     yield from _duplicates("probe.c_grid", p.probe.c_grid)
     yield from _duplicates("probe.knn_k", p.probe.knn_k)
@@ -184,6 +203,13 @@ def report(p: Params) -> Iterator[str]:
                f"the rows; allowed: {', '.join(n for n, m in METRICS.items() if m.ranked)}")
 
 
+def local_cores() -> int:
+    """The CPUs this process may use: what a local Ray instance sizes itself to."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def compute(p: Params) -> Iterator[str]:
     """Where cells go, what each task asks of a node, and where runs are tracked."""
     c = p.compute
@@ -191,6 +217,12 @@ def compute(p: Params) -> Iterator[str]:
         yield (f"compute.storage = {c.storage!r}: must be null (the project's cell store) or a "
                f"URI with a scheme in {list(STORAGE_SCHEMES)}, e.g. s3://bucket/prefix or "
                "file:///shared/cells")
+    if c.ray_address is None and not os.environ.get("RAY_ADDRESS"):
+        cores = local_cores()
+        if c.num_cpus > cores:
+            yield (f"compute.num_cpus = {c.num_cpus:g}: a cell's task would never start on the "
+                   f"local Ray instance, which has {cores} CPUs; allowed: at most {cores}, or "
+                   "point compute.ray_address at a cluster with larger nodes")
     if c.num_gpus > 1 and not float(c.num_gpus).is_integer():
         yield (f"compute.num_gpus = {c.num_gpus}: above 1 it must be a whole number (a fraction "
                "packs several cells onto one GPU; no task spans part of a second GPU)")

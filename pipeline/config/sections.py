@@ -32,7 +32,8 @@ class DataConfig(Section):
     name: str = Field(description="the registered dataset (pipeline/datasets/registry.py)")
     n_train: int = Field(ge=2, description="size of the training split")
     n_heldout: int = Field(ge=8, description="size of the held-out split every cell is scored on")
-    seed: int = Field(description="seed of the data draw and the held-out views")
+    seed: int = Field(ge=0, lt=2**63, description="seed of the data draw and the held-out views "
+                                                  "(NumPy seeds are non-negative)")
     options: dict[str, Any] = Field(description="the dataset's own options (input_dim, path, ...)")
     augment: dict[str, Any] = Field(description="the options of the dataset's views")
 
@@ -136,7 +137,7 @@ class GeometryConfig(Section):
     d: int = Field(ge=2)
     tau: float = Field(gt=0.0)
     steps: PositiveInt
-    seed: int
+    seed: int = Field(ge=0, lt=2**63)
     tolerance: float = Field(gt=0.0, description="largest |cosine + 1/(C−1)| counted a simplex")
 
 

@@ -42,6 +42,11 @@ DEFAULT = ("float32", "contiguous")
 AUTO_MARGIN = 0.10
 
 
+class DeviceUnavailableError(ValueError):
+    """The cell asks for a device this node does not have: a failure of where it ran, not of the
+    cell (it is retried on the next run, e.g. with ``compute.num_gpus > 0``)."""
+
+
 def pick_device(prefer: str = "auto") -> torch.device:
     """``'auto'``: cuda if available else cpu; ``'cpu'``; ``'cuda'`` / ``'cuda:N'`` (must exist)."""
     if prefer == "auto":
@@ -50,7 +55,7 @@ def pick_device(prefer: str = "auto") -> torch.device:
         return torch.device("cpu")
     if prefer.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device = {prefer!r}: CUDA is not available here ({_no_cuda_why()}); "
+            raise DeviceUnavailableError(f"device = {prefer!r}: CUDA is not available here ({_no_cuda_why()}); "
                              "allowed: 'auto' (falls back to the CPU), 'cpu', or run the cell on "
                              "a node with a GPU (compute.num_gpus > 0)")
         return torch.device(prefer)

@@ -89,6 +89,13 @@ class LossSpec:
     def defaults(self) -> dict[str, Any]:
         return defaults(self.options)
 
+    @property
+    def unread(self) -> tuple[str, ...]:
+        """The keys of a cell's config (dotted) that training with this loss never reads: without
+        negatives, neither the grid's k nor ``train.negatives``. Cells that differ only there
+        share one training (:meth:`pipeline.grid.Cell.training_config`)."""
+        return () if self.needs_negatives else ("k", "train.negatives")
+
 
 # --- adapters -----------------------------------------------------------------------------
 

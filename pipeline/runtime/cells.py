@@ -21,7 +21,7 @@ import torch
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import storage, weights
+from pipeline.runtime import failures, storage, weights
 from pipeline.runtime.store import checksums
 from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
@@ -36,13 +36,16 @@ class CellOutcome:
     wall_seconds: float = 0.0
     history: list[dict[str, float]] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)  # the cell.json content
+    failure_class: str = ""  # failures.CELL | failures.ENVIRONMENT, for a failed cell
 
 
 def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
             meta: Mapping[str, Any], history: list[dict[str, float]]) -> dict[str, Any]:
+    config = cell.training_config()  # what the training read: shared by cells that differ elsewhere
     return {
-        "cell_id": cell.cell_id, "status": status, "reason": reason, "config": cell.config(),
-        "grid": cell.grid_values(), "wall_seconds": round(wall, 3),
+        "cell_id": cell.training_id, "status": status, "reason": reason, "config": config,
+        "grid": {axis: None if axis in cell.unread else value
+                 for axis, value in cell.grid_values().items()}, "wall_seconds": round(wall, 3),
         "started_at": round(started, 3), "finished_at": round(started + wall, 3),
         "final_loss": history[-1]["loss"] if history else None,
         "hardware": f"{platform.node()} {platform.machine()} torch {torch.__version__}",
@@ -95,7 +98,8 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
                    snapshot_epochs: Sequence[int]) -> tuple[list[dict[str, float]], Any]:
     result = train_cell(cell, dataset, snapshot_epochs)
     storage.atomic_write_bytes(out / "model.safetensors", weights.to_bytes(result.model, cell))
-    file_meta = {"cell_id": cell.cell_id, "config": json.dumps(cell.config(), sort_keys=True),
+    file_meta = {"cell_id": cell.training_id,
+                 "config": json.dumps(cell.training_config(), sort_keys=True),
                  **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
     views = embed_heldout(result.model, dataset, cell)
     for epoch, snap in sorted(result.snapshots.items()):
@@ -105,7 +109,8 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
                  "embeddings.parquet", BACKBONE_FILE)
     history = [asdict(h) for h in result.history]
     compute = result.compute.as_record() if result.compute is not None else None
-    storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.cell_id), out / "history.parquet")
+    storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.training_id),
+                        out / "history.parquet")
     return history, compute
 
 
@@ -137,17 +142,20 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     start, started = time.perf_counter(), time.time()
     history: list[dict[str, float]] = []
     compute = None
+    kind = ""
     try:
         history, compute = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
         status, reason = "ok", ""
     except DivergedError as err:
-        status, reason = "failed", f"diverged: {err}"
+        status, reason, kind = "failed", f"diverged: {err}", failures.CELL
     except Exception as err:  # noqa: BLE001 — any cell failure is recorded, never fatal to the grid
-        status = "failed"
+        status, kind = "failed", failures.classify(err)
         reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
     wall = time.perf_counter() - start
     record = _record(cell, status, reason, started, wall, meta, history)
     record["compute"] = compute  # the precision and memory format that trained it (auto: measured)
+    if kind:
+        record["failure_class"] = kind  # environment: retried on the next run (store.inspect)
     if status == "ok":
         names = sorted(n for n in storage.list_dir(work) if not n.startswith("."))
         record["files"] = checksums(work, names)
@@ -157,4 +165,4 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
         work = storage.staging_dir(final)
     storage.atomic_write_json(work / "cell.json", record)
     storage.publish_dir(work, final)
-    return CellOutcome(cell.cell_id, status, reason, wall, history, record)
+    return CellOutcome(cell.cell_id, status, reason, wall, history, record, kind)

@@ -36,6 +36,7 @@ from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
 from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
+from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
@@ -106,12 +107,20 @@ def check_resources(compute: ComputeConfig) -> None:
 
 
 def check_gpus_exist(compute: ComputeConfig) -> None:
-    """On a local instance, cells asking for GPUs that it lacks would wait forever: refuse them.
+    """On a local instance, cells asking for more CPUs than a node has, or for GPUs it lacks,
+    would wait forever: refuse them, naming the key.
 
     (A cluster's autoscaler may still add GPU nodes, so there the cells are left to wait.)
     """
+    if not _local["started"]:
+        return
+    biggest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]), default=0.0)
+    if compute.num_cpus > biggest:
+        raise ValueError(f"compute.num_cpus = {compute.num_cpus:g}: the local Ray instance's "
+                         f"largest node has {biggest:g} CPUs, so no cell could ever start; "
+                         f"allowed: at most {biggest:g}")
     have = ray.cluster_resources().get("GPU", 0.0)
-    if _local["started"] and compute.num_gpus > have:
+    if compute.num_gpus > have:
         raise ValueError(f"compute.num_gpus = {compute.num_gpus}: the local Ray instance has "
                          f"{have:g} GPUs, so no cell could ever start; set compute.num_gpus: 0 "
                          "to train here (train.device: auto or cpu), or point "
@@ -151,7 +160,8 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
                 outcome = ray.get(ready[0])
             except ray.exceptions.RayError as err:  # worker lost beyond max_retries, etc.
                 cell = by_ref[ready[0]]
-                outcome = CellOutcome(cell.cell_id, "failed", f"{type(err).__name__}: {err}"[:2000])
+                outcome = CellOutcome(cell.cell_id, "failed", f"{type(err).__name__}: {err}"[:2000],
+                                      failure_class=ENVIRONMENT)  # no record: retried next run
             on_done(outcome)
             outcomes.append(outcome)
             bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,7 +55,9 @@ class Entry:
 
     @property
     def key(self) -> str:
-        return f"{self.cell.cell_id}/{self.version}"
+        """The training this cell's files come from: cells that differ only in keys their
+        training does not read share it (:attr:`pipeline.grid.Cell.training_id`)."""
+        return f"{self.cell.training_id}/{self.version}"
 
 
 def _changed(cell: Cell, record: Mapping[str, Any]) -> tuple[str, ...]:
@@ -70,22 +72,31 @@ def plan(cells: Sequence[Cell], root: Location, dataset_hash: str, snapshot_epoc
     entries = []
     for cell in cells:
         version = version_of(code_fingerprint(cell).digest, dataset_hash)
-        folder = cell_folder(root, cell.cell_id, version)
+        folder = cell_folder(root, cell.training_id, version)
         state = inspect(folder, snapshot_epochs)
         entry = Entry(cell, version, folder, "train", state.record, version, problem=state.problem)
         if state.status in ("done", "failed"):
             entry = replace(entry, action=state.status)
         else:
-            other = next((v for v in versions(root, cell.cell_id) if v != version and inspect(
-                cell_folder(root, cell.cell_id, v), snapshot_epochs).status == "done"), None)
+            other = next((v for v in versions(root, cell.training_id) if v != version and inspect(
+                cell_folder(root, cell.training_id, v), snapshot_epochs).status == "done"), None)
             if other is not None:
-                old = read_record(cell_folder(root, cell.cell_id, other)) or {}
+                old = read_record(cell_folder(root, cell.training_id, other)) or {}
                 entry = replace(entry, changed=_changed(cell, old), action="stale")
                 if on_code_change == "keep":
-                    entry = replace(entry, folder=cell_folder(root, cell.cell_id, other),
+                    entry = replace(entry, folder=cell_folder(root, cell.training_id, other),
                                     record=old, used_version=other)
         entries.append(entry)
     return entries
+
+
+def first_per_training(entries: Iterable[Entry]) -> list[Entry]:
+    """The first entry of each training (:attr:`Entry.key`), in order: cells that differ only in
+    keys their training does not read are trained once."""
+    seen: dict[str, Entry] = {}
+    for entry in entries:
+        seen.setdefault(entry.key, entry)
+    return list(seen.values())
 
 
 def stale_summary(entries: Sequence[Entry]) -> str:
@@ -161,10 +172,13 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
     return outcomes, reused
 
 
-def manifest_row(entry: Entry, status: str, reason: str, record: Mapping[str, Any]) -> dict[str, Any]:
-    """One row of ``data/grid.json``."""
+def manifest_row(entry: Entry, status: str, reason: str, record: Mapping[str, Any],
+                 failure_class: str = "") -> dict[str, Any]:
+    """One row of ``data/grid.json``; ``failure_class`` (cell | environment) of a failed cell."""
     fingerprint = record.get("code_fingerprint") or {}
-    return {"cell_id": entry.cell.cell_id, "status": status, "reason": reason,
+    kind = failure_class or str(record.get("failure_class", "")) if status != "ok" else ""
+    return {"cell_id": entry.cell.cell_id, "training_id": entry.cell.training_id,
+            "status": status, "reason": reason, "failure_class": kind,
             "version": entry.used_version, "path": str(entry.folder),
             "stale": entry.action == "stale" and entry.used_version != entry.version,
             "stale_because": ", ".join(entry.changed) if entry.action == "stale" else "",

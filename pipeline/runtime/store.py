@@ -14,7 +14,8 @@ a per-user cache (``$XDG_CACHE_HOME/contrastive-bench``, by default
 A cell is *done* when its ``cell.json`` says ok and every file it lists has the size and SHA-256
 it recorded (a truncated or corrupted file makes it incomplete: it is retrained). A cell that
 failed by itself (a NaN loss, an exception in its own code) records the failure and is not
-retried until its config or version changes.
+retried until its config or version changes; one that the environment failed (no such device,
+out of memory, disk, I/O: :mod:`pipeline.runtime.failures`) is retried on the next run.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.runtime import storage
+from pipeline.runtime.failures import ENVIRONMENT
 from pipeline.runtime.storage import Dir, Location
 
 EXPERIMENT_COPY = "/.dvc/tmp/exps/"  # where DVC runs --temp and --queue experiments
@@ -127,6 +129,9 @@ def inspect(folder: Location, snapshot_epochs: Sequence[int] = ()) -> CellState:
     if record is None:
         return CellState("todo", problem="no cell.json" if storage.exists(folder) else "")
     if record.get("status") == "failed":
+        if record.get("failure_class") == ENVIRONMENT:  # where it ran failed it: try again
+            reason = str(record.get("reason", "")).splitlines()[:1]
+            return CellState("todo", record, f"retried: an environment failure ({''.join(reason)})")
         return CellState("failed", record)
     if record.get("status") != "ok":
         return CellState("todo", record, f"cell.json status {record.get('status')!r}")

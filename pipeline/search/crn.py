@@ -89,6 +89,8 @@ from pipeline.search.kernels import as_tensor, check_tau, normalize_rows
 
 RESOLVED_Z = 3.0  # a k is resolved when |CE − R_k| >= RESOLVED_Z standard errors
 _EXP_SAFE = 690.0  # exp(±x) for x below this stays a normal float64, with room for a sum
+# the smallest τ the estimator takes: e^{2/τ} (the largest V = e^{s/τ}/μ̂) is a finite float64
+MIN_TAU = 2.0 / 709.0
 _MOMENTS = 4  # pool moments of V for the expansion to O(1/k³)
 
 
@@ -311,8 +313,8 @@ def crn_gap_sweep(
     The expansion coefficients are NaN when e^{8/τ} would overflow a float64 (τ < 0.0116).
     """
     check_tau(tau)
-    if 2.0 / tau >= 709.0:
-        raise ValueError(f"tau = {tau!r}: must be > {2 / 709:.5f} here (V = e^{{s/τ}}/μ̂ reaches "
+    if not tau > MIN_TAU:
+        raise ValueError(f"tau = {tau!r}: must be > {MIN_TAU:.5f} here (V = e^{{s/τ}}/μ̂ reaches "
                          "e^{2/τ}, which must be a finite float64)")
     if not (isinstance(block_elems, int) and block_elems >= 1):
         raise ValueError(f"block_elems = {block_elems!r}: must be an integer >= 1")

@@ -54,7 +54,9 @@ def logical_gpus(probe_dir):
     mp.undo()
 
 
-def _setup(tiny_params, loss="gpu_probe", device="auto"):
+def _setup(tiny_params, loss="gpu_probe", device="cpu"):
+    """``device: cpu``: the GPUs are logical, so the cells train on the CPU (``auto`` would name
+    CUDA in the cell's id, since each task is given a GPU)."""
     tiny_params["plugins"] = [PLUGIN] if loss == "gpu_probe" else []
     tiny_params["grid"].update(loss=[loss], k=[4], seed=list(range(CELLS)))
     tiny_params["train"].update(epochs=1, device=device)
@@ -104,9 +106,12 @@ def test_cuda_cell_on_a_node_without_cuda_fails_with_the_reason(logical_gpus, ti
     assert by_id[cpu_cell.cell_id].status == "ok"
     failed = by_id[cuda_cell.cell_id]
     assert failed.status == "failed"
-    assert failed.reason.startswith("ValueError: device = 'cuda': CUDA is not available here (node ")
+    assert failed.reason.startswith("DeviceUnavailableError: device = 'cuda': CUDA is not "
+                                    "available here (node ")
     record = _record(tmp_path, cuda_cell)
     assert record["status"] == "failed" and "CUDA is not available" in record["reason"]
+    # the node failed it, not the cell: retried on the next run (with compute.num_gpus > 0, say)
+    assert failed.failure_class == record["failure_class"] == "environment"
 
 
 def test_fractional_gpus_above_one_are_refused_before_anything_runs():

@@ -1,0 +1,60 @@
+"""A failed cell says whether it failed by itself (not retried) or its environment failed it
+(retried on the next run): ``pipeline.runtime.failures`` and the store's reading of a record."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+import torch
+
+from pipeline.encoders.device import DeviceUnavailableError
+from pipeline.runtime import storage, store
+from pipeline.runtime.failures import CELL, ENVIRONMENT, classify
+from pipeline.train import DivergedError
+
+ENVIRONMENT_ERRORS = [
+    DeviceUnavailableError("device = 'cuda': CUDA is not available here"),
+    MemoryError(),
+    torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    RuntimeError("CUDA error: an illegal memory access was encountered"),
+    RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 GB; out of memory"),
+    OSError(errno.ENOSPC, "No space left on device"),
+    OSError(errno.EIO, "Input/output error"),
+    OSError(errno.EDQUOT, "Disk quota exceeded"),
+]
+CELL_ERRORS = [
+    ValueError("this loss needs batch.labels"),
+    RuntimeError("mat1 and mat2 shapes cannot be multiplied (64x16 and 8x4)"),
+    KeyError("graph"),
+    ZeroDivisionError(),
+    DivergedError("loss is nan at epoch 3"),
+    FileNotFoundError(errno.ENOENT, "No such file", "weights.pt"),
+]
+
+
+@pytest.mark.parametrize("err", ENVIRONMENT_ERRORS, ids=lambda e: type(e).__name__)
+def test_environment_failures(err):
+    assert classify(err) == ENVIRONMENT
+
+
+@pytest.mark.parametrize("err", CELL_ERRORS, ids=lambda e: type(e).__name__)
+def test_the_cells_own_failures(err):
+    assert classify(err) == CELL
+
+
+def _failed(folder, kind):
+    folder.mkdir(parents=True)
+    storage.atomic_write_json(folder / "cell.json", {"status": "failed", "failure_class": kind,
+                                                     "reason": "OSError: disk full\ntrace"})
+
+
+def test_an_environment_failure_is_retried_and_a_cells_own_is_not(tmp_path):
+    _failed(tmp_path / "env", ENVIRONMENT)
+    state = store.inspect(tmp_path / "env")
+    assert state.status == "todo"
+    assert state.problem == "retried: an environment failure (OSError: disk full)"
+    _failed(tmp_path / "own", CELL)
+    assert store.inspect(tmp_path / "own").status == "failed"
+    _failed(tmp_path / "old", "")  # recorded before failures had a class: the cell's own
+    assert store.inspect(tmp_path / "old").status == "failed"
