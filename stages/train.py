@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         e for e in entries if e.action == "train" or (e.action == "stale" and policy != "keep"))
     trainings = len({e.key for e in entries})
     print(f"train: {len(entries)} cells in the grid: {count['done']} already done (skipped), "
-          f"{len(todo)} to train" + (f" ({len(entries)} cells share {trainings} trainings)"
+          f"{len(todo)} to train" + (f" ({len(entries)} cells, {trainings} distinct trainings)"
                                      if trainings < len(entries) else "") + (f", {count['failed']} failed before (not retried)"
                                      if count["failed"] else "")
           + (f"; {stale_summary(entries)}: " + ("kept, marked stale" if policy == "keep"

@@ -127,3 +127,22 @@ def test_two_drivers_on_one_store_train_each_cell_once(project, tiny_params, tmp
     assert (runs.status == "FINISHED").all()
     for proj in (project, other):
         assert set(_grid(proj).status) == {"ok"}
+
+
+def test_cells_that_differ_only_in_what_their_loss_ignores_are_one_training(project, tiny_params):
+    """nt_xent reads no k: grid.k [4, 8] is one training (one folder, one MLflow run, the same
+    embeddings), evaluated at each cell's own k; infonce reads k: two trainings."""
+    tiny_params["grid"].update(loss=["nt_xent", "infonce"], k=[4, 8])
+    project.write_params(tiny_params)
+    out = project.repro().stdout
+    assert "0 already done (skipped), 3 to train (4 cells, 3 distinct trainings)" in out
+    grid = _grid(project).set_index(["loss", "k"])
+    a, b = grid.loc[("nt_xent", 4)], grid.loc[("nt_xent", 8)]
+    assert a.training_id == b.training_id and a.path == b.path and a.cell_id != b.cell_id
+    assert grid.loc[("infonce", 4)].path != grid.loc[("infonce", 8)].path
+    runs = _runs(project.path / "mlruns.db")
+    assert sorted(runs["tags.cell_id"]) == sorted({*grid.training_id})  # one run per training
+    cells = pd.read_csv(project.path / "reports" / "cells.csv").set_index(["loss", "k"])
+    assert len(cells) == 4  # both k's of the shared training are evaluated and reported
+    again = project.run(sys.executable, "-m", "stages.train").stdout
+    assert "4 already done (skipped), 0 to train" in again
