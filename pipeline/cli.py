@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-STAGES = ("resolve", "prepare", "train", "stats", "search", "bounds", "geometry", "report")
+STAGES = ("resolve", "prepare", "train", "stats", "search", "bounds", "probe", "geometry", "report")
 
 
 class UsageError(Exception):
@@ -123,6 +123,42 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Retrain a sample of the workspace's done cells and compare them with the stored ones."""
+    from pipeline.runtime import context, storage
+    from pipeline.runtime.store import store_root
+    from pipeline.runtime.verify import read_checks, sample, to_markdown, verify_grid
+
+    if args.sample is not None and args.sample < 1:
+        raise UsageError(f"--sample {args.sample}: must be >= 1")
+    if not context.GRID.exists():
+        raise UsageError(f"{context.GRID}: no trained grid here; run `make run` first")
+    params = context.resolved_params()
+    rows = context.read_grid().to_dict("records")
+    if args.cells:
+        known = {str(r["cell_id"]): r for r in rows}
+        unknown = [c for c in args.cells if c not in known]
+        if unknown:
+            raise UsageError(f"--cells {' '.join(unknown)}: not cells of this grid "
+                             f"(data/grid.json); e.g. {', '.join(list(known)[:3])}")
+        bad = [c for c in args.cells if known[c]["status"] != "ok"]
+        if bad:
+            raise UsageError(f"--cells {' '.join(bad)}: not trained (status failed)")
+        chosen = [known[c] for c in args.cells]
+    else:
+        chosen = sample(rows, args.sample or 4, args.seed)
+    dataset = storage.read_dataset(context.dataset_path(params.data.name))
+    store = store_root(params.compute.storage)
+    results = verify_grid(params, rows, store, dataset, chosen, params.train.threads)
+    print(to_markdown(results), end="")
+    checks = read_checks(store, rows)
+    print(f"checks recorded in {store}/verify/ ({len(checks)} of the grid's {len(rows)} cells "
+          "have one); the report stage marks them in the leaderboard")
+    if not args.no_report and context.STATS.exists():
+        importlib.import_module("stages.report").main([])
+    return 0 if all(r.reproduced for r in results) else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cbench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +181,13 @@ def _parser() -> argparse.ArgumentParser:
     board.add_argument("--out", metavar="CSV", help="also write the merged per-cell table here")
     sub.add_parser("compare", help="two variants side by side (see `cbench compare --help`)",
                    add_help=False)
+    verify = sub.add_parser("verify", help="retrain done cells and check that they reproduce")
+    verify.add_argument("--sample", type=int, metavar="N",
+                        help="how many done trainings to retrain, drawn at random (default 4)")
+    verify.add_argument("--cells", nargs="+", metavar="ID", help="these cells instead")
+    verify.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    verify.add_argument("--no-report", action="store_true",
+                        help="do not rewrite the report with the checks")
     schema = sub.add_parser("schema", help="JSON schema of params.yaml for editors")
     schema.add_argument("--profile", action="store_true",
                         help="the schema of a profile (no key is required)")
@@ -165,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "schema":
         return _schema(args)
     try:
-        return _leaderboard(args)
+        return _verify(args) if args.command == "verify" else _leaderboard(args)
     except UsageError as exc:
-        print(f"cbench leaderboard: {exc}", file=sys.stderr)
+        print(f"cbench {args.command}: {exc}", file=sys.stderr)
         return 2
 
 

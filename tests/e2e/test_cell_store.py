@@ -146,3 +146,10 @@ def test_cells_that_differ_only_in_what_their_loss_ignores_are_one_training(proj
     assert len(cells) == 4  # both k's of the shared training are evaluated and reported
     again = project.run(sys.executable, "-m", "stages.train").stdout
     assert "4 already done (skipped), 0 to train" in again
+    # cbench verify: each sampled training retrained here agrees with its stored cell
+    checked = project.run(sys.executable, "-m", "pipeline.cli", "verify", "--sample", "2")
+    assert "2 of 2 cells reproduced within the tolerances" in checked.stdout, checked.stdout
+    assert len(list((project.store / "verify").rglob("*.json"))) == 2
+    refused = project.run(sys.executable, "-m", "pipeline.cli", "verify", "--cells", "nope",
+                          check=False)
+    assert refused.returncode == 2 and "--cells nope: not cells of this grid" in refused.stderr
