@@ -72,6 +72,7 @@ class TrainSpec:
     device: str  # auto | cpu | cuda
     precision: str  # float32 | bfloat16 | auto
     memory_format: str  # contiguous | channels_last | auto
+    deterministic: bool  # torch.use_deterministic_algorithms while the cell trains
     on_code_change: str  # retrain | keep | fail
     batch_size: int
 

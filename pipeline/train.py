@@ -12,9 +12,11 @@ Random streams (all from :mod:`pipeline.seeding`):
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -162,11 +164,43 @@ def _momentum_update(state: _State, m: float) -> None:
             pk.mul_(m).add_(pq.detach(), alpha=1.0 - m)
 
 
+@contextlib.contextmanager
+def deterministic_kernels(on: bool) -> Iterator[None]:
+    """``train.deterministic``: only deterministic kernels while the cell trains (an op without
+    one raises), as PyTorch's reproducibility notes prescribe; the caller's setting is restored."""
+    if not on:
+        yield
+        return
+    before = torch.are_deterministic_algorithms_enabled()
+    # cuBLAS needs a fixed workspace to be deterministic (read when CUDA initialises)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 def train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int] = ()) -> TrainResult:
     """Train the cell's encoder; raises :class:`DivergedError` on a non-finite loss.
 
     ``snapshot_epochs``: epochs (0 = before training) whose held-out embeddings are kept.
+    ``train.deterministic``: with deterministic kernels only (:func:`deterministic_kernels`).
     """
+    with deterministic_kernels(cell.train.deterministic):
+        return _train_cell(cell, dataset, snapshot_epochs)
+
+
+def measure_compute_mode(cell: Cell, input_shape: tuple[int, ...]) -> ComputeMode:
+    """What ``auto`` precision / memory format resolves to for ``cell`` on this process's device:
+    measured on its initial encoder, as :func:`train_cell` would (and cached the same way)."""
+    device = pick_device(cell.train.device)
+    model = initial_encoder(cell, input_shape).to(device)
+    trains = any(p.requires_grad for p in model.parameters())
+    return compute_mode(cell, model if trains else None, input_shape, device)
+
+
+def _train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int]) -> TrainResult:
     device = pick_device(cell.train.device)
     rows = subsample(cell, dataset.x_train.shape[0])
     x = torch.from_numpy(np.ascontiguousarray(dataset.x_train[rows]))

@@ -28,7 +28,7 @@ from pipeline.runtime.context import (
     tracking_uri,
     usage_error,
 )
-from pipeline.runtime.executor import run_cells
+from pipeline.runtime.executor import resolve_auto_modes, run_cells
 from pipeline.runtime.grid_run import (
     Entry,
     first_per_training,
@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     params = resolved_params()
     dataset = storage.read_dataset(dataset_path(params.data.name))
     root, snaps, policy = cells_root(params), params.stats.epochs, params.train.on_code_change
-    entries = plan(expand(params), root, dataset.content_hash(), snaps, policy)
+    cells, measured = resolve_auto_modes(expand(params), dataset.input_shape, params.compute,
+                                         params.train.threads, params.plugins)
+    entries = plan(cells, root, dataset.content_hash(), snaps, policy)
     count = {a: sum(e.action == a for e in entries) for a in ("done", "failed", "stale", "train")}
     if count["stale"] and policy == "fail":
         print(f"train: {stale_summary(entries)}; train.on_code_change = fail: retrain them "
@@ -78,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     def run(batch: Sequence[Entry], done: Callable[[Entry, CellOutcome], None]) -> list[CellOutcome]:
         by_id = {e.cell.cell_id: e for e in batch}
         metas = {e.cell.cell_id: {**meta, "version": e.version,
-                                  "code_fingerprint": code_fingerprint(e.cell).as_record()}
+                                  "code_fingerprint": code_fingerprint(e.cell).as_record(),
+                                  **({"compute_auto": measured[e.cell.cell_id]}
+                                     if e.cell.cell_id in measured else {})}
                  for e in batch}
         return run_cells([e.cell for e in batch], dataset, {c: str(e.folder) for c, e in by_id.items()},
                          metas, params.compute, params.train.threads, snaps,

@@ -68,6 +68,8 @@ class TrainConfig(Section):
         description="bfloat16: autocast on CPU and CUDA; auto: the faster on the cell's device")
     memory_format: Literal["contiguous", "channels_last", "auto"] = Field(
         description="memory format of image batches and convolution weights")
+    deterministic: bool = Field(
+        description="deterministic kernels only (torch.use_deterministic_algorithms); slower")
     on_code_change: Literal["retrain", "keep", "fail"] = Field(
         description="a done cell trained by other code: retrain it, keep it (marked stale) or fail")
 

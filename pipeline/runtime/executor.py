@@ -22,6 +22,7 @@ import ipaddress
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,59 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
             bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status}")
             bar.update(1)
     return outcomes
+
+
+def _measure(cell: Cell, input_shape: tuple[int, ...], threads: int,
+             plugins: Sequence[str]) -> dict[str, Any]:
+    import torch
+
+    from pipeline.train import measure_compute_mode
+
+    load_plugins(plugins)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return measure_compute_mode(cell, input_shape).as_record()
+    finally:
+        torch.set_num_threads(previous)
+
+
+def resolve_auto_modes(cells: Sequence[Cell], input_shape: tuple[int, ...],
+                       compute: ComputeConfig, threads: int,
+                       plugins: Sequence[str] = ()) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
+    """``train.precision`` / ``train.memory_format: auto`` measured before any cell is looked
+    up, so that a cell's version names the setting it trains in (a bfloat16 result never stands
+    in for a float32 one). Measured once per (architecture, options, input shape, batch, device)
+    where the cells run: in this process on a local run whose device is here, else in one Ray
+    task with a cell's resources. Returns the cells with the measured settings (ids unchanged)
+    and, per cell id, the measurement (recorded with the cell)."""
+    import torch
+
+    auto = [c for c in cells if "auto" in (c.train.precision, c.train.memory_format)]
+    if not auto:
+        return list(cells), {}
+    local = ray_address(compute) is None and (
+        not auto[0].train.device.startswith("cuda") or torch.cuda.is_available())
+
+    def key(c: Cell) -> tuple[Any, ...]:
+        return (c.arch, tuple(sorted((k, str(v)) for k, v in c.arch_options.items())),
+                c.embed_dim, c.train.batch_size, c.train.device, c.train.precision,
+                c.train.memory_format)
+
+    first = {key(c): c for c in reversed(auto)}
+    if local:
+        modes = {k: _measure(c, input_shape, threads, plugins) for k, c in first.items()}
+    else:
+        init_ray(compute)
+        remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus)(_measure)
+        refs = {k: remote.remote(c, input_shape, threads, list(plugins)) for k, c in first.items()}
+        modes = {k: ray.get(r) for k, r in refs.items()}
+    out, measured, ids = [], {}, {c.cell_id for c in auto}
+    for c in cells:
+        if c.cell_id in ids:
+            mode = modes[key(c)]
+            c = replace(c, train=replace(c.train, precision=mode["precision"],
+                                         memory_format=mode["memory_format"]))
+            measured[c.cell_id] = mode
+        out.append(c)
+    return out, measured

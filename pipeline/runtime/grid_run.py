@@ -71,7 +71,9 @@ def plan(cells: Sequence[Cell], root: Location, dataset_hash: str, snapshot_epoc
     """The action for every cell (see the module docstring)."""
     entries = []
     for cell in cells:
-        version = version_of(code_fingerprint(cell).digest, dataset_hash)
+        t = cell.train  # the device, and the setting `auto` was measured to (never `auto` here)
+        version = version_of(code_fingerprint(cell).digest, dataset_hash,
+                             f"{t.device}/{t.precision}/{t.memory_format}")
         folder = cell_folder(root, cell.training_id, version)
         state = inspect(folder, snapshot_epochs)
         entry = Entry(cell, version, folder, "train", state.record, version, problem=state.problem)

@@ -60,9 +60,11 @@ def store_root(storage_uri: str | None) -> Dir:
     return storage.location(storage_uri) if storage_uri else default_store()
 
 
-def version_of(code_digest: str, dataset_hash: str) -> str:
-    """12 hex digits naming the code and data that train a cell."""
-    return hashlib.sha256(f"{code_digest}/{dataset_hash}".encode()).hexdigest()[:12]
+def version_of(code_digest: str, dataset_hash: str, runs: str = "") -> str:
+    """12 hex digits naming the code and data that train a cell, and what it runs in (``runs``:
+    device/precision/memory format, as measured when the params said ``auto``)."""
+    blob = f"{code_digest}/{dataset_hash}" + (f"/{runs}" if runs else "")
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def cell_folder(root: Location, cell_id: str, version: str) -> Dir:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,10 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
         cell = cells[str(row["cell_id"])]
         folder = storage.location(str(row["path"]))
         record = storage.read_json(folder / "cell.json")
+        ran = record.get("compute") or {}
+        if "auto" in (cell.train.precision, cell.train.memory_format) and ran:
+            cell = replace(cell, train=replace(cell.train, precision=ran["precision"],
+                                               memory_format=ran["memory_format"]))
         meta = {k: record[k] for k in ("git_sha", "dataset_hash", "code_version", "version",
                                        "code_fingerprint") if k in record}
         result = verify_cell(cell, folder, str(row["version"]), dataset, meta, threads)

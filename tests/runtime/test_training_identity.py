@@ -4,6 +4,8 @@ the random streams and so their embeddings; the id names the device that runs (i
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,38 @@ def test_the_id_names_the_device_that_runs(tiny_params, device, gpus, runs):
     assert cell.train.device == cell.config()["train"]["device"] == runs
     tiny_params["train"]["device"] = runs  # auto and what it stands for are one cell
     assert expand(from_mapping(tiny_params))[0].cell_id == cell.cell_id
+
+
+def test_deterministic_kernels_are_part_of_the_id_and_restored(tiny_params):
+    import torch
+
+    from pipeline.train import deterministic_kernels
+
+    plain = expand(from_mapping(tiny_params))[0]
+    tiny_params["train"]["deterministic"] = True
+    strict = expand(from_mapping(tiny_params))[0]
+    assert strict.cell_id != plain.cell_id and strict.config()["train"]["deterministic"] is True
+    assert not torch.are_deterministic_algorithms_enabled()
+    with deterministic_kernels(True):
+        assert torch.are_deterministic_algorithms_enabled()
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_auto_is_measured_before_the_lookup_and_named_in_the_version(tiny_params, tmp_path):
+    """A cell asking for ``auto`` is looked up under the setting it was measured to, so a bf16
+    result never stands in for a float32 one (and the cell id stays the one asked for)."""
+    from pipeline.runtime.executor import resolve_auto_modes
+
+    tiny_params["train"].update(precision="auto", memory_format="auto")
+    params = from_mapping(tiny_params)
+    asked = expand(params)
+    cells, measured = resolve_auto_modes(asked, (16,), params.compute, 1)
+    assert [c.cell_id for c in cells] == [c.cell_id for c in asked]
+    for cell in cells:
+        mode = measured[cell.cell_id]
+        assert cell.train.precision == mode["precision"] in ("float32", "bfloat16")
+        assert cell.train.memory_format == mode["memory_format"] == "contiguous"  # vectors
+    settings = [replace(cells[0], train=replace(cells[0].train, precision=p))
+                for p in ("float32", "bfloat16")]
+    versions = [plan([c], tmp_path, "h", [], "retrain")[0].version for c in settings]
+    assert versions[0] != versions[1]
