@@ -182,6 +182,9 @@ def publish(work: Location, final: Location) -> Published:
     set-aside folders stay until the next holder of the cell's claim removes them
     (``storage.remove_staging``).
 
+    A good record must list every file of ``storage.CELL_FILES`` (a writer whose staging was
+    removed under it, its claim taken, cannot publish what it rewrote of it).
+
     Object stores: the same decision, then the files are moved one by one, ``cell.json``
     last. There is no lock: two publishers in the same instant can interleave their files,
     which the recorded checksums then reject (the cell is retrained), and a good cell published
@@ -190,8 +193,15 @@ def publish(work: Location, final: Location) -> Published:
     """
     new = read_record(work)
     if new is None:
+        there = inspect(final)
+        if there.status == "done":  # this writer's claim was taken and its staging removed
+            return Published(True, there.record)
         raise ValueError(f"{work}: no cell.json to publish; write the cell's record last, "
                          "then publish")
+    lacking = sorted(set(storage.CELL_FILES) - {"cell.json"} - set(new.get("files") or {}))
+    if new.get("status") == "ok" and lacking:  # e.g. a writer whose staging was removed midway
+        raise ValueError(f"{work}: cell.json says ok but lists no {', '.join(lacking)}; a good "
+                         "cell has every file of storage.CELL_FILES")
     local, staged = storage.local_path(final), storage.local_path(work)
     if local is None or staged is None:
         return _publish_objects(storage.location(work), storage.location(final), new)
