@@ -140,9 +140,9 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
 
         def finished(entry: Entry, outcome: CellOutcome) -> None:
             try:
-                remove_staging(entry.folder)  # our writer is back: what is left, a lost try left
                 if not outcome.reused:
                     on_done(entry, outcome)
+                remove_staging(entry.folder)  # our writer is back: what is left, a lost try left
             finally:
                 claims.release(entry.key)
 
