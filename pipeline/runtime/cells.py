@@ -22,7 +22,7 @@ import torch
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
 from pipeline.runtime import failures, storage, weights
-from pipeline.runtime.store import checksums
+from pipeline.runtime.store import checksums, publish
 from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
 
@@ -37,6 +37,7 @@ class CellOutcome:
     history: list[dict[str, float]] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)  # the cell.json content
     failure_class: str = ""  # failures.CELL | failures.ENVIRONMENT, for a failed cell
+    reused: bool = False  # a done cell was at the path when this one was published: it stays
 
 
 def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
@@ -124,9 +125,11 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     and a head (:func:`pipeline.encoders.features.split_encoder`) also gets its backbone's views,
     ``backbone.parquet`` and ``backbone_e<epoch>.parquet``, same contract, without its dead
     units (see :func:`_write_views`). Every file is written to a
-    temporary folder beside ``folder`` that replaces it at the end (on object stores: file by
-    file, ``cell.json`` last), so a reader never sees a half-written cell, and the record lists
-    each file's size and SHA-256 so that later damage is seen.
+    staging folder of this writer's own beside ``folder``, published at the end (on object
+    stores: file by file, ``cell.json`` last), so a reader never sees a half-written cell, and
+    the record lists each file's size and SHA-256 so that later damage is seen. Publishing is
+    first-writer-wins (:func:`pipeline.runtime.store.publish`): if a done cell is already at
+    ``folder``, it stays and the outcome is its record, ``reused``.
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -164,5 +167,10 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
         storage.remove_tree(work)
         work = storage.staging_dir(final)
     storage.atomic_write_json(work / "cell.json", record)
-    storage.publish_dir(work, final)
+    published = publish(work, final)
+    if published.kept:  # another writer's done cell was there first: it stays, reused
+        kept = dict(published.record)
+        return CellOutcome(cell.cell_id, str(kept.get("status")), str(kept.get("reason", "")),
+                           wall, record=kept, reused=True,
+                           failure_class=str(kept.get("failure_class", "")))
     return CellOutcome(cell.cell_id, status, reason, wall, history, record, kind)

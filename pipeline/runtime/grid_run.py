@@ -12,7 +12,9 @@ fingerprint and the dataset hash) and decides:
 - ``train``: nothing usable — trained.
 
 :func:`train` claims the cells to train (:mod:`pipeline.runtime.claims`), runs them, logs each to
-MLflow before releasing its claim, and waits for cells another live driver is training.
+MLflow before releasing its claim, and waits for cells another live driver is training. The
+staging folders of a cell are removed only by the holder of its claim: when it takes the claim
+(the previous holder released it or died) and when its own writer has returned.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pipeline.fingerprint import code_fingerprint
 from pipeline.grid import Cell
 from pipeline.runtime.cells import CellOutcome
 from pipeline.runtime.claims import Claims
-from pipeline.runtime.storage import Dir, Location
+from pipeline.runtime.storage import Dir, Location, remove_staging
 from pipeline.runtime.store import (
     CellState,
     cell_folder,
@@ -134,9 +136,12 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
     while pending:
         mine, others = [], []
         for entry in pending:
+            fresh = entry.key not in claims.held
             if not claims.try_claim(entry.key):
                 others.append(entry)
                 continue
+            if fresh:  # released, or taken from a dead driver: what its writers left is ours
+                remove_staging(entry.folder)
             # the plan is older than the claim: another driver may have finished the cell and
             # released it in between, so look again under the claim before training it
             state = reinspect(entry)
@@ -148,12 +153,14 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
 
         def finished(entry: Entry, outcome: CellOutcome) -> None:
             try:
-                on_done(entry, outcome)
+                if not outcome.reused:
+                    on_done(entry, outcome)
+                remove_staging(entry.folder)  # our writer is back: what is left, a lost try left
             finally:
                 claims.release(entry.key)
 
         for outcome in run(mine, finished):
-            outcomes[outcome.cell_id] = outcome
+            (reused if outcome.reused else outcomes)[outcome.cell_id] = outcome
         pending = []
         for entry in others:
             holder = claims.holder(entry.key)

@@ -4,16 +4,25 @@ Every write goes to a temporary name in the same folder and is renamed into plac
 (or a resumed run) never sees a half-written file. A cell is done when its ``cell.json`` exists
 with ``status: ok``; it is written last.
 
+A cell folder is written whole in a staging folder of the writer's own (:func:`staging_dir`,
+never touching another writer's) and published by :func:`pipeline.runtime.store.publish` with
+the primitives here: under :func:`publish_lock`, a rename onto a path where nothing is
+(:func:`rename_new`), so the first good cell at a path stays there.
+
 Paths are local paths or ``pyarrow.fs`` URIs (``s3://bucket/prefix``, ``gs://…``,
 ``file:///shared/…``): the cells of a cluster run live where every node can reach them
-(``compute.storage``). A URI location is an :class:`ObjectPath`; on object stores the rename is
-pyarrow's ``move`` (a copy and a delete on S3), and the marker ``cell.json`` is still written
-last, so a reader never takes a half-written cell for a done one.
+(``compute.storage``). A URI location is an :class:`ObjectPath`; ``file://`` URIs are local
+paths for staging and publishing (rename and ``flock`` work there). On object stores the rename
+is pyarrow's ``move`` (a copy and a delete on S3) and there is no lock: a cell is staged under
+its own prefix and its files are moved to the final prefix one by one, the marker ``cell.json``
+last, so a reader never takes a half-written cell for a done one, but two publishers of one
+cell in the same instant are not kept apart (the cell's claim is what keeps them apart there).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -115,38 +124,103 @@ def local_path(path: Location) -> Path | None:
 
 
 def staging_dir(final: Location) -> Path | ObjectPath:
-    """Where to write a folder that :func:`publish_dir` then puts at ``final``.
+    """A folder of this writer's own, ``.<name>.<random>.tmp`` beside ``final``, to write what
+    :func:`pipeline.runtime.store.publish` then puts at ``final``.
 
-    On a file system, a fresh hidden folder beside ``final`` (the ones a killed writer left are
-    removed first: the caller holds the cell's claim); on an object store (no atomic rename of
-    a prefix) ``final`` itself, emptied.
+    Every call gets a new folder and none touches another: a sibling may be a live writer's
+    (removing the leftovers of dead writers is :func:`remove_staging`'s job, under the cell's
+    claim). On an object store the folder is a prefix, created by the first write into it.
     """
     local = local_path(final)
     if local is None:
-        remove_tree(final)
-        return location(final)
+        final = location(final)
+        return final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
     local.parent.mkdir(parents=True, exist_ok=True)
-    for left in local.parent.glob(f".{local.name}.*"):
-        shutil.rmtree(left, ignore_errors=True)
     return Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.", suffix=".tmp"))
 
 
-def publish_dir(work: Location, final: Location) -> None:
-    """Put the folder ``work`` at ``final`` in one rename, replacing what was there.
+def staging_of(final: Location) -> list[Path | ObjectPath]:
+    """The staging folders beside ``final`` (``.tmp``), and folders a publisher set aside
+    (``.old``), of every writer, live or dead."""
+    base, name = location(final).parent, location(final).name
+    return [base / n for n in list_dir(base)
+            if n.startswith(f".{name}.") and n.endswith((".tmp", ".old"))]
 
-    If another writer published ``final`` in between, its folder stays and ``work`` is dropped.
+
+def remove_staging(final: Location) -> int:
+    """Delete every staging folder of ``final`` (see :func:`staging_of`); how many there were.
+
+    Only for the holder of ``final``'s claim, at a moment when no live writer stages it: when it
+    has just taken the claim (released by, or taken from, a dead holder), or when its own
+    writer has returned (what is left is a lost attempt's).
     """
-    local, staged = local_path(final), local_path(work)
-    if local is None or staged is None or staged == local:
-        return
-    if local.exists():
-        trash = local.parent / f".{local.name}.{uuid.uuid4().hex}.old"
-        os.replace(local, trash)
-        shutil.rmtree(trash, ignore_errors=True)
+    left = staging_of(final)
+    for folder in left:
+        remove_tree(folder)
+    return len(left)
+
+
+@contextlib.contextmanager
+def publish_lock(final: Path) -> Iterator[None]:
+    """An exclusive ``flock`` of ``.<name>.lock`` beside ``final`` while the block runs, for the
+    check-then-rename of a publish. The file exists only while held: it is created by the
+    first taker, and deleted by each holder before it lets go (a waiter that then gets the lock
+    of the deleted file sees that the path no longer names it, and takes the lock anew), so a
+    store at rest has no lock files. A holder killed in the block leaves the file behind,
+    unlocked; the next publisher of ``final`` takes it and deletes it."""
+    lock = final.parent / f".{final.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            now, held = os.stat(lock), os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
     try:
-        os.rename(staged, local)
-    except OSError:  # published meanwhile by another writer: keep theirs
-        shutil.rmtree(staged, ignore_errors=True)
+        yield
+    finally:
+        os.unlink(lock)
+        os.close(fd)
+
+
+def rename_new(work: Path, final: Path) -> bool:
+    """Rename the folder ``work`` to ``final`` if nothing is at ``final``; False if something is.
+
+    rename(2) of a folder onto a non-empty folder fails (EEXIST/ENOTEMPTY), so even without a
+    lock this never replaces a published cell; the caller holds :func:`publish_lock`, which
+    also keeps two writers from racing on an empty ``final``.
+    """
+    if os.path.lexists(final):
+        return False
+    try:
+        os.rename(work, final)
+    except OSError as err:
+        if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise
+    return True
+
+
+def set_aside(final: Path) -> Path:
+    """Move ``final`` out of the way (to ``.<name>.<random>.old`` beside it); its new path."""
+    trash = final.parent / f".{final.name}.{uuid.uuid4().hex}.old"
+    os.rename(final, trash)
+    return trash
+
+
+def move_file(src: Location, dst: Location) -> None:
+    """Move one file (a rename locally; pyarrow's ``move`` on an object store: copy, delete)."""
+    if not is_uri(src) and not is_uri(dst):
+        os.replace(src, dst)
+        return
+    fs, inner = filesystem(src)
+    target = filesystem(dst)[1]
+    fs.create_dir(target.rstrip("/").rsplit("/", 1)[0], recursive=True)
+    fs.move(inner, target)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,12 @@ it recorded (a truncated or corrupted file makes it incomplete: it is retrained)
 failed by itself (a NaN loss, an exception in its own code) records the failure and is not
 retried until its config or version changes; one that the environment failed (no such device,
 out of memory, disk, I/O: :mod:`pipeline.runtime.failures`) is retried on the next run.
+
+Publishing is first-writer-wins (:func:`publish`): a writer stages the whole cell in a folder of
+its own and renames it onto the cell's path only where no done cell is; a later writer that
+finds a done cell there discards its copy and reports the cell reused, and a failure record
+never replaces a good cell. Drivers' claims (:mod:`pipeline.runtime.claims`) keep two drivers
+from training one cell; publishing keeps a cell whole and first even when a claim was lost.
 """
 
 from __future__ import annotations
@@ -145,3 +151,91 @@ def inspect(folder: Location, snapshot_epochs: Sequence[int] = ()) -> CellState:
         return CellState("todo", record, f"no snapshot for epochs {missing}")
     problem = verify(folder, files)
     return CellState("todo" if problem else "done", record, problem)
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :func:`publish` did. kept: a done cell was at the path and stays (the staged copy
+    was discarded); record: the ``cell.json`` now at the path (the kept one, or the new one)."""
+
+    kept: bool
+    record: Mapping[str, Any]
+
+
+def supersedes(new: Mapping[str, Any], there: CellState) -> bool:
+    """Whether the staged record ``new`` may replace what the store holds at its path.
+
+    Nothing, a half-written or damaged cell, or a failure record: yes (a failure replaces an
+    older failure). A done cell: never by a failure, never by a cell that adds nothing (the
+    first good result wins); only by a good cell with files it lacks (snapshot epochs asked
+    for since it was trained, which make it ``todo`` for the run that retrains it).
+    """
+    if there.status != "done":
+        return True
+    if new.get("status") != "ok":
+        return False
+    return bool(set(new.get("files") or {}) - set(there.record.get("files") or {}))
+
+
+def publish(work: Location, final: Location) -> Published:
+    """Put the staged cell folder ``work`` (its ``cell.json`` written last) at ``final``,
+    unless what is there stays (:func:`supersedes`); then ``work`` is deleted.
+
+    Local and ``file://`` stores: under ``final``'s publish lock (``storage.publish_lock``),
+    what is at ``final`` is inspected, set aside if superseded, and ``work`` is renamed onto
+    the then empty path (``storage.rename_new``: a folder rename that cannot replace a
+    published one). A writer killed at any point leaves at ``final`` what was there, nothing
+    (killed between setting aside and renaming), or the new cell, never a mix; its staging and
+    set-aside folders stay until the next holder of the cell's claim removes them
+    (``storage.remove_staging``).
+
+    A good record must list every file of ``storage.CELL_FILES`` (a writer whose staging was
+    removed under it, its claim taken, cannot publish what it rewrote of it).
+
+    Object stores: the same decision, then the files are moved one by one, ``cell.json``
+    last. There is no lock: two publishers in the same instant can interleave their files,
+    which the recorded checksums then reject (the cell is retrained), and a good cell published
+    between the check and the moves can be overwritten by an equal one; the cell's claim is
+    what keeps two writers apart there.
+    """
+    new = read_record(work)
+    if new is None:
+        there = inspect(final)
+        if there.status == "done":  # this writer's claim was taken and its staging removed
+            return Published(True, there.record)
+        raise ValueError(f"{work}: no cell.json to publish; write the cell's record last, "
+                         "then publish")
+    lacking = sorted(set(storage.CELL_FILES) - {"cell.json"} - set(new.get("files") or {}))
+    if new.get("status") == "ok" and lacking:  # e.g. a writer whose staging was removed midway
+        raise ValueError(f"{work}: cell.json says ok but lists no {', '.join(lacking)}; a good "
+                         "cell has every file of storage.CELL_FILES")
+    local, staged = storage.local_path(final), storage.local_path(work)
+    if local is None or staged is None:
+        return _publish_objects(storage.location(work), storage.location(final), new)
+    with storage.publish_lock(local):
+        while True:  # a second turn only if a writer that skips the lock got in between
+            there = inspect(local)
+            if not supersedes(new, there):
+                storage.remove_tree(staged)
+                return Published(True, there.record)
+            aside = storage.set_aside(local) if os.path.lexists(local) else None
+            moved = storage.rename_new(staged, local)
+            if aside is not None:
+                storage.remove_tree(aside)
+            if moved:
+                break
+    return Published(False, new)
+
+
+def _publish_objects(work: Dir, final: Dir, new: Mapping[str, Any]) -> Published:
+    """:func:`publish` on an object store: decide, then move file by file, ``cell.json`` last."""
+    there = inspect(final)
+    if not supersedes(new, there):
+        storage.remove_tree(work)
+        return Published(True, there.record)
+    for name in storage.list_dir(work):
+        if name != "cell.json":
+            storage.move_file(work / name, final / name)
+    storage.move_file(work / "cell.json", final / "cell.json")
+    storage.remove_tree(work)
+    return Published(False, new)

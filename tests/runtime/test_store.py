@@ -21,6 +21,11 @@ def _cell(folder, status="ok", files=None, finished=1.0):
     storage.atomic_write_json(folder / "cell.json", record)
 
 
+def _files(data):
+    """A good cell's files (storage.CELL_FILES), each holding ``data``."""
+    return {name: data for name in storage.CELL_FILES if name != "cell.json"}
+
+
 def test_inspect_done_failed_and_missing(tmp_path):
     assert store.inspect(tmp_path / "nothing").status == "todo"
     _cell(tmp_path / "a", files={"embeddings.parquet": b"abc" * 100})
@@ -56,14 +61,29 @@ def test_versions_are_listed_newest_first(tmp_path):
     assert store.versions(tmp_path, "nope") == []
 
 
-def test_publish_replaces_the_folder_in_one_rename(tmp_path):
+def test_publish_puts_the_staged_folder_in_place_in_one_rename(tmp_path):
     final = tmp_path / "c" / "v"
     work = storage.staging_dir(final)
-    (work / "x").write_text("new")
-    final.mkdir(parents=True)
-    (final / "x").write_text("old")
-    storage.publish_dir(work, final)
-    assert (final / "x").read_text() == "new" and sorted(os.listdir(tmp_path / "c")) == ["v"]
+    _cell(work, files=_files(b"new"))
+    published = store.publish(work, final)
+    assert not published.kept and published.record["status"] == "ok"
+    assert (final / "embeddings.parquet").read_bytes() == b"new" and sorted(os.listdir(tmp_path / "c")) == ["v"]
+
+
+def test_publish_replaces_a_failure_but_never_a_done_cell(tmp_path):
+    final = tmp_path / "c" / "v"
+    _cell(final, status="failed")
+    better = storage.staging_dir(final)
+    _cell(better, files=_files(b"good"))
+    assert not store.publish(better, final).kept  # a failure gives way to a good cell
+    later = storage.staging_dir(final)
+    _cell(later, files=_files(b"other"))
+    assert store.publish(later, final).kept  # the first good result stays
+    failure = storage.staging_dir(final)
+    _cell(failure, status="failed")
+    assert store.publish(failure, final).kept  # and a failure never replaces it
+    assert (final / "embeddings.parquet").read_bytes() == b"good" and store.inspect(final).status == "done"
+    assert sorted(os.listdir(tmp_path / "c")) == ["v"]  # the discarded copies are gone
 
 
 def test_project_root_from_dvc_and_from_an_experiment_copy(tmp_path, monkeypatch):
@@ -99,7 +119,9 @@ def test_a_dead_drivers_claim_is_taken_over(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     with Claims(tmp_path) as mine:
-        ghost = Holder("ghost", mine.me.host, int(dead.stdout), time.time())
+        # same kernel and PID namespace (this test's): the PID is checked
+        ghost = Holder("ghost", mine.me.host, int(dead.stdout), time.time(), mine.me.boot,
+                       mine.me.pidns)
         storage.atomic_write_json(tmp_path / "claims" / "c-v.json", ghost.__dict__)
         assert mine.holder("c/v") is None  # its process is gone
         assert mine.try_claim("c/v")
