@@ -142,10 +142,10 @@ def _drop_trailing_commas(tokens: list[tuple[Pos, Pos, str]]) -> list[tuple[Pos,
     previous = ""
     for i, tok in enumerate(tokens):
         text = tok[2]
-        if text in ("O(", "O["):
-            after_value = previous[:1] == "W" and not keyword.iskeyword(previous[1:]) or previous in (
-                "O)", "O]") or previous[:1] in "SF"
-            stack.append(after_value if text == "O(" else not after_value)  # call / list display
+        if text in ("O(", "O["):  # after a value: a call or a subscript; else a display
+            after_value = (previous[:1] == "W" and not keyword.iskeyword(previous[1:])
+                           or previous in ("O)", "O]") or previous[:1] in ("S", "F"))
+            stack.append(after_value if text == "O(" else not after_value)
         elif text == "O{":
             stack.append(True)
         elif text in ("O)", "O]", "O}") and stack:
@@ -155,8 +155,7 @@ def _drop_trailing_commas(tokens: list[tuple[Pos, Pos, str]]) -> list[tuple[Pos,
             previous = text
             continue
         out.append(tok)
-        if not text.startswith("#"):
-            previous = text
+        previous = text  # (a statement's marker too: "(a,)" first in a statement is a tuple)
     return out
 
 
@@ -187,7 +186,7 @@ def _docstring_nodes(tree: ast.AST) -> list[ast.Expr]:
     return out
 
 
-def _span(lines: list[str], node: ast.AST) -> tuple[Pos, Pos]:
+def _span(lines: list[str], node: Any) -> tuple[Pos, Pos]:
     first = min([node, *getattr(node, "decorator_list", [])], key=lambda n: (n.lineno, n.col_offset))
     return (_to_chars(lines, first.lineno, first.col_offset),
             _to_chars(lines, node.end_lineno or node.lineno, node.end_col_offset or 0))
@@ -233,7 +232,7 @@ class Unit:
 
     key: str
     path: Path
-    nodes: list[ast.AST]
+    nodes: list[Any]  # ast statements, or one ast.Lambda
     kind: str  # function | class | value | toplevel | lambda
     hash: str = ""
 
@@ -370,8 +369,8 @@ def _analyse(name: str, path: Path, source: str) -> ModuleInfo:
     for stmt in body:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                for bound, target in _import_targets(node, package):
-                    info.imports.setdefault(bound, []).append(target)
+                for alias, target in _import_targets(node, package):
+                    info.imports.setdefault(alias, []).append(target)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
                 break  # imports inside a function are resolved with its unit
         if isinstance(stmt, ast.Import | ast.ImportFrom):
@@ -385,6 +384,7 @@ def _analyse(name: str, path: Path, source: str) -> ModuleInfo:
                              else "class" if isinstance(stmt, ast.ClassDef)
                              else "toplevel" if n == TOPLEVEL else "value")
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            value: ast.AST | None
             if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 prefix, value = _target_label(targets[0]), stmt.value
@@ -420,7 +420,10 @@ def _analyse(name: str, path: Path, source: str) -> ModuleInfo:
 _OVERRIDES: dict[Path, str] = {}
 _ANALYSED: dict[tuple[Path, str], ModuleInfo] = {}  # (path, sha of the source) -> analysis
 _CURRENT: dict[tuple[Path, bool], ModuleInfo] = {}  # (path, as loaded) -> its analysis now
-_FINGERPRINTS: dict[Any, Fingerprint] = {}
+_FINGERPRINTS: dict[Any, tuple[Fingerprint, list[Any]]] = {}  # (+ the specs: ids stay theirs)
+_EDGES: dict[str, tuple[str, tuple[str, ...]]] = {}
+_CODE_KEYS: dict[tuple[types.CodeType, str], str] = {}  # loaded code -> its unit (never changes)
+_REACH: dict[str, frozenset[str]] = {}
 _PLUGIN_PACKAGES: set[str] = set()
 _PLUGIN_DIRS: set[Path] = set()
 
@@ -430,18 +433,37 @@ def source_overrides(sources: Mapping[Path | str, str]) -> Iterator[None]:
     """Fingerprint as if the files ``sources`` names held the given text (tests: generated
     edits without touching the real files). Runtime objects still map to the loaded code."""
     saved = dict(_OVERRIDES)
-    _OVERRIDES.update({Path(p).resolve(): s for p, s in sources.items()})
-    _forget()
+    _set_overrides({**saved, **{Path(p).resolve(): s for p, s in sources.items()}})
     try:
         yield
     finally:
-        _OVERRIDES.clear()
-        _OVERRIDES.update(saved)
-        _forget()
+        _set_overrides(saved)
+
+
+def _bindings(path: Path) -> Any:
+    name = module_of_path(path)
+    if name is None:  # a plugin's file: no cheap way to know its name; assume it changed
+        return object()
+    info = _info_at(name, path)
+    return sorted(info.names), sorted((k, v) for k, v in info.imports.items())
+
+
+def _set_overrides(new: Mapping[Path, str]) -> None:
+    """Use ``new``; what was computed from other sources is forgotten (the references between
+    units only when an edit changes what a module binds or imports)."""
+    paths = {p for p in new.keys() | _OVERRIDES.keys() if new.get(p) != _OVERRIDES.get(p)}
+    before = {p: _bindings(p) for p in paths}
+    _OVERRIDES.clear()
+    _OVERRIDES.update(new)
+    _forget()
+    if any(_bindings(p) != before[p] for p in paths):
+        _refs_cached.cache_clear()
 
 
 def _forget() -> None:
     _FINGERPRINTS.clear()
+    _EDGES.clear()
+    _REACH.clear()
     for key in [k for k in _CURRENT if not k[1]]:
         del _CURRENT[key]
 
@@ -571,7 +593,7 @@ def _chains(node: ast.AST) -> Iterator[tuple[str, ...]]:
             yield from _chains(child)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _refs_cached(module: str, source_id: int, key: str) -> tuple[str, ...]:
     info = _info(module)
     assert info is not None and id(info) == source_id
@@ -616,33 +638,55 @@ def _unit(key: str) -> Unit | None:
     return info.units.get(key) if info is not None else None
 
 
-def _closure(roots: Iterable[str]) -> dict[str, str]:
-    """``{key: hash}`` of the roots and every unit they reach, with the top-level statements of
-    each module reached and of its packages (they run when it is imported)."""
-    out: dict[str, str] = {}
-    todo = list(roots)
-    while todo:
-        key = todo.pop()
-        if key in out:
-            continue
+def _edges(key: str) -> tuple[str, tuple[str, ...]]:
+    """(hash of the unit, the units it leads to: its references and the top-level statements of
+    its module and of that module's packages, which run when it is imported)."""
+    if key not in _EDGES:
         unit = _unit(key)
         if unit is None:
             raise ValueError(f"code fingerprint: {key!r} is not a unit of a followed module "
                              "(renamed or moved? see pipeline.fingerprint.TRAINING_ROOTS)")
-        out[key] = unit.hash
-        todo += [k for k in _refs(key) if k not in out]
         parts = key.split(":", 1)[0].split(".")
-        for i in range(1, len(parts) + 1):
-            top = f"{'.'.join(parts[:i])}:{TOPLEVEL}"
-            if top not in out and _unit(top) is not None:
-                todo.append(top)
-    return out
+        tops = [f"{'.'.join(parts[:i])}:{TOPLEVEL}" for i in range(1, len(parts) + 1)]
+        _EDGES[key] = unit.hash, (*_refs(key), *(t for t in tops if t != key and _unit(t)))
+    return _EDGES[key]
+
+
+def _reach(root: str) -> frozenset[str]:
+    """The units ``root`` reaches, itself included (memoised per root)."""
+    if root not in _REACH:
+        seen = {root}
+        todo = [root]
+        while todo:
+            for nxt in _edges(todo.pop())[1]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        _REACH[root] = frozenset(seen)
+    return _REACH[root]
+
+
+def _closure(roots: Iterable[str]) -> dict[str, str]:
+    """``{key: hash}`` of the roots and every unit they reach."""
+    keys: set[str] = set()
+    for root in roots:
+        keys |= _reach(root)
+    return {k: _edges(k)[0] for k in keys}
 
 
 # --- runtime objects (registry entries) to units -------------------------------------------------
 
 def _code_key(code: types.CodeType, module: str) -> str | None:
     """The unit that defines ``code`` (a function, method, closure or lambda of ``module``)."""
+    if (code, module) not in _CODE_KEYS:
+        key = _find_code_key(code, module)
+        if key is None:  # not (yet) followed code: not remembered
+            return None
+        _CODE_KEYS[(code, module)] = key
+    return _CODE_KEYS[(code, module)]
+
+
+def _find_code_key(code: types.CodeType, module: str) -> str | None:
     path = _module_path(module)
     if path is None or Path(code.co_filename).resolve() != path:
         return None
@@ -754,9 +798,9 @@ def fingerprint(roots: Iterable[str],
     by_module: dict[str, dict[str, str]] = {}
     for key, digest in units.items():
         by_module.setdefault(key.split(":", 1)[0], {})[key] = digest
-    modules = {m: _digest([json.dumps(u, sort_keys=True)])[:HASH_CHARS]
+    modules = {m: _digest(f"{k}={v}" for k, v in sorted(u.items()))[:HASH_CHARS]
                for m, u in sorted(by_module.items())}
-    digest = _digest([json.dumps(units, sort_keys=True)])[:12]
+    digest = _digest(f"{k}={v}" for k, v in sorted(units.items()))[:12]
     return Fingerprint(digest, modules, dict(sorted(units.items())))
 
 
@@ -804,8 +848,8 @@ def code_fingerprint(cell: Any) -> Fingerprint:
         for table, name, spec in used:
             key, digest, roots = _entry(table, name, spec)
             entries[key] = (digest, roots)
-        _FINGERPRINTS[cache_key] = fingerprint(TRAINING_ROOTS, entries)
-    return _FINGERPRINTS[cache_key]
+        _FINGERPRINTS[cache_key] = (fingerprint(TRAINING_ROOTS, entries), [s for *_, s in used])
+    return _FINGERPRINTS[cache_key][0]
 
 
 # --- for tests: units and executed code ---------------------------------------------------------
@@ -839,6 +883,7 @@ def unit_of_code(code: types.CodeType, module: str) -> str | None:
         return None
     info = _info_at(module, path, loaded=True)
     line, best = code.co_firstlineno, None
+    node: Any
     for unit in info.units.values():
         for node in unit.nodes:
             first = min([node, *getattr(node, "decorator_list", [])], key=lambda n: n.lineno)
