@@ -521,8 +521,9 @@ def _module_path(name: str) -> Path | None:
     path = _other_path(name)
     if path is None:
         return None
-    if top in _PLUGIN_PACKAGES or any(d in path.parents for d in _PLUGIN_DIRS):
-        return path
+    installed = bool({"site-packages", "dist-packages"} & set(path.parts))
+    if top in _PLUGIN_PACKAGES or (not installed and any(d in path.parents for d in _PLUGIN_DIRS)):
+        return path  # (beside a file plugin: not what is installed, e.g. a .venv in its folder)
     return None
 
 
