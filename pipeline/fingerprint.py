@@ -785,6 +785,12 @@ class Fingerprint:
         return sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
 
     def as_record(self) -> dict[str, Any]:
+        """What ``cell.json`` records (``code_fingerprint``): one dict per fingerprint, shared by
+        its cells (a 10 000-cell grid holds a few of them, not one each): do not change it."""
+        return self._record
+
+    @functools.cached_property
+    def _record(self) -> dict[str, Any]:
         return {"digest": self.digest, "modules": dict(self.modules),
                 "functions": dict(self.functions)}
 
