@@ -83,7 +83,7 @@ def _params(plugin_file: Path) -> dict:
                           batch_size=[32])
     params["arch_options"] = {**params["arch_options"], "mlp": {"hidden": [8], "bias": True}}
     params["train"]["epochs"] = 1
-    params["search"].update(k_eval=8, anchors=16, positives=2, k_sweep=[2, 4])
+    params["search"].update(k_eval=8, anchors=16, positives=2, k_sweep=[2, 4], fit_k_min=2)
     return params
 
 
