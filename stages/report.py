@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         run = runs.get(run_key(cell_id, versions.get(cell_id, "")))
         if run is not None:
             tracker.log(run.info.run_id, metrics=[(k, v, 0) for k, v in values])
-    parent = tracker.latest_parent() or tracker.start_parent("report", {})
+    parent = tracker.invocation_parent() or tracker.start_parent("report", {})
     tracker.client.log_artifacts(parent, str(ctx.REPORTS), artifact_path="reports")
     print(f"report: leaderboard of {len(report.cells)} cells ({report.failed} failed) -> "
           f"{(ctx.REPORTS / 'leaderboard.md').resolve()}")

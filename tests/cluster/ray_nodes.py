@@ -73,46 +73,60 @@ class Cluster:
         return Node(name, home, tmp, ray_tmp)
 
     def _start(self, node: Node, args: list[str]) -> None:
+        """The head: ``ray start --head`` with Ray's single-machine switch, so every process of
+        it binds 127.0.0.1 (as the pipeline's own local instances do). A worker node:
+        ray_worker_node.py (``args``: the head's GCS address and the CPUs), see there why."""
         env = {**self.env, "HOME": str(node.home), "TMPDIR": str(node.tmp),
-               "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
-        log = (self.root / f"{node.name}.log").open("w")
-        node.proc = subprocess.Popen(
-            [str(BIN / "ray"), "start", "--block", "--node-ip-address=127.0.0.1",
-             f"--temp-dir={node.ray_tmp}", "--object-store-memory=150000000",
-             f"--dashboard-agent-listen-port={free_port()}",
-             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-             "--disable-usage-stats", *args],
-            cwd=self.image, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        self.nodes.append(node)
+               "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+        if args[0] == "--head":
+            command = [str(BIN / "ray"), "start", "--block", "--node-ip-address=127.0.0.1",
+                       f"--temp-dir={node.ray_tmp}", "--object-store-memory=150000000",
+                       f"--dashboard-agent-listen-port={free_port()}",
+                       f"--metrics-export-port={free_port()}",
+                       f"--runtime-env-agent-port={free_port()}", "--disable-usage-stats", *args]
+        else:
+            command = [sys.executable, str(Path(__file__).with_name("ray_worker_node.py")),
+                       *args, str(node.ray_tmp), *(str(free_port()) for _ in range(3))]
+        log = (self.root / f"{node.name}.log").open("a")
+        node.proc = subprocess.Popen(command, cwd=self.image, env=env, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        if node not in self.nodes:
+            self.nodes.append(node)
 
-    def start(self) -> Cluster:
-        port, dash = free_port(), free_port()
-        self.dashboard = f"http://127.0.0.1:{dash}"
-        self._start(self._node("head"), ["--head", f"--port={port}", "--num-cpus=0",
-                                         "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
-                                         f"--ray-client-server-port={free_port()}"])
-        self._wait_dashboard()
-        for i in range(self.workers):
-            self._start(self._node(f"worker{i}"), [f"--address=127.0.0.1:{port}", "--num-cpus=1"])
-        self._wait_nodes(1 + self.workers)
+    def start(self, tries: int = 3) -> Cluster:
+        """The head, then the workers. On a loaded machine a raylet can miss Ray's 30 s
+        registration deadline and its ``ray start`` exits: that node is started again."""
+        node = self._node("head")
+        for attempt in range(tries):
+            port, dash = free_port(), free_port()
+            self.dashboard = f"http://127.0.0.1:{dash}"
+            self._start(node, ["--head", f"--port={port}", "--num-cpus=0",
+                               "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
+                               f"--ray-client-server-port={free_port()}"])
+            if self._wait_nodes(1, last=attempt == tries - 1):
+                break
+            self.kill(node)
+        args = [f"127.0.0.1:{port}", "1"]
+        workers = [self._node(f"worker{i}") for i in range(self.workers)]
+        for w in workers:
+            self._start(w, args)
+        for attempt in range(tries):
+            if self._wait_nodes(1 + self.workers, last=attempt == tries - 1):
+                break
+            for w in workers:
+                if w.proc is not None and w.proc.poll() is not None:
+                    self.kill(w)
+                    self._start(w, args)
+        from ray.util.state import list_nodes
+
+        addresses = {n.node_ip for n in list_nodes(address=self.dashboard)}
+        assert addresses == {"127.0.0.1"}, addresses  # every node on the loopback address
         return self
 
     def _client(self):
         from ray.job_submission import JobSubmissionClient
 
         return JobSubmissionClient(self.dashboard)
-
-    def _wait_dashboard(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._client().list_jobs()
-                return
-            except Exception:
-                if time.monotonic() > deadline or self.nodes[0].proc.poll() is not None:
-                    raise RuntimeError(f"the head did not come up: {self.log('head')}") from None
-                time.sleep(1)
 
     def alive_nodes(self) -> int:
         from ray.util.state import list_nodes
@@ -122,13 +136,19 @@ class Cluster:
         except Exception:  # the state API is not up yet
             return -1
 
-    def _wait_nodes(self, n: int, timeout: float = 180) -> None:
+    def _wait_nodes(self, n: int, timeout: float = 180, last: bool = True) -> bool:
+        """Until ``n`` nodes are alive; False (unless ``last``: raise) when a node's ``ray
+        start`` exited or the time is up."""
         deadline = time.monotonic() + timeout
         while self.alive_nodes() != n:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"expected {n} alive nodes, {self.alive_nodes()} are: "
-                                   f"{self.log('worker0')}")
+            exited = [x.name for x in self.nodes if x.proc is not None and x.proc.poll() is not None]
+            if time.monotonic() > deadline or exited:
+                if not last:
+                    return False
+                raise RuntimeError(f"expected {n} alive nodes, {self.alive_nodes()} are "
+                                   f"(exited: {exited}): {self.log(exited[0] if exited else 'head')}")
             time.sleep(1)
+        return True
 
     def submit(self, entrypoint: str, job_id: str) -> subprocess.Popen:
         """KubeRay's submitter command line (K8sJobMode), with the entrypoint pasted in."""
@@ -143,7 +163,12 @@ class Cluster:
     def wait(self, job_id: str, timeout: float = 900) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status = str(self._client().get_job_status(job_id).value)
+            try:
+                status = str(self._client().get_job_status(job_id).value)
+            except RuntimeError as err:  # the submitter has not submitted it yet
+                if "does not exist" not in str(err):
+                    raise
+                status = "PENDING"
             if status in TERMINAL:
                 return status
             time.sleep(1)
@@ -158,9 +183,13 @@ class Cluster:
 
     def kill(self, node: Node) -> None:
         """The node is lost: its raylet and workers are SIGKILLed, nothing is drained."""
-        if node.proc is not None and node.proc.poll() is None:
+        if node.proc is None:
+            return
+        try:
             os.killpg(node.proc.pid, signal.SIGKILL)
-            node.proc.wait()
+        except ProcessLookupError:
+            pass
+        node.proc.wait()
 
     def close(self) -> None:
         for node in reversed(self.nodes):
