@@ -22,6 +22,13 @@ if [[ -n ${CBENCH_IMAGE_TAG:-} ]]; then  # the tag the image was built under nam
 fi
 
 mkdir -p "$workspace/.dvc"
+# One run at a time in the workspace (another RayJob on the same volume waits for none: it stops
+# here, before replacing the code under a running driver). The lock is held until dvc exits.
+exec 9>"$store/workspace.lock"
+if ! flock -n 9; then
+    echo "entrypoint: another run holds $store/workspace.lock; submit again when it has ended" >&2
+    exit 75
+fi
 for dir in pipeline stages profiles cluster; do
     rm -rf "${workspace:?}/$dir"
     cp -R "$image/$dir" "$workspace/$dir"
