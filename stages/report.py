@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     tracker = Tracker(ctx.tracking_uri(params), params.tracking.experiment)
     for run_id, metrics in _run_metrics(tracker.cell_runs(), grid, report.mlflow).items():
         tracker.log(run_id, metrics=metrics)
-    parent = tracker.latest_parent() or tracker.start_parent("report", {})
+    parent = tracker.invocation_parent() or tracker.start_parent("report", {})
     tracker.client.log_artifacts(parent, str(ctx.REPORTS), artifact_path="reports")
     print(f"report: leaderboard of {len(report.cells)} cells ({report.failed} failed) -> "
           f"{(ctx.REPORTS / 'leaderboard.md').resolve()}")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pipeline.config.sections import OBJECTIVES, STORAGE_SCHEMES, Params
+from pipeline.config.store_path import SHARED_ENV, STORE_ENV, node_local
 from pipeline.datasets.registry import DATASETS
 from pipeline.encoders.registry import ENCODERS
 from pipeline.grid import GRID_AXES
@@ -238,7 +239,26 @@ def compute(p: Params) -> Iterator[str]:
                "(e.g. sqlite:///mlruns.db)")
 
 
-RULES: tuple[Rule, ...] = (names, axes, data_fit, negatives, schedules, stages, report, compute)
+def cluster_store(p: Params) -> Iterator[str]:
+    """A cluster run (``compute.ray_address``, else ``$RAY_ADDRESS``, set) needs a store every
+    node reaches: its workers write the cells there and the later stages read them on other
+    nodes. A node-local store (see :mod:`pipeline.config.store_path`) is refused."""
+    address = p.compute.ray_address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        return
+    why = node_local(p.compute.storage)
+    if why:
+        via = (f"compute.ray_address = {address!r}" if p.compute.ray_address
+               else f"$RAY_ADDRESS = {address!r}")
+        yield (f"compute.storage = {p.compute.storage!r}: a cluster run ({via}) needs a cell "
+               f"store on storage every node mounts at the same path, and {why}, one node's own "
+               "disk; set compute.storage to an object store URI (s3://bucket/prefix) or "
+               f"${STORE_ENV} (or compute.storage: file://…) to the shared volume (cluster/"
+               f"README.md), or set {SHARED_ENV}=1 if that path is shared")
+
+
+RULES: tuple[Rule, ...] = (names, axes, data_fit, negatives, schedules, stages, report, compute,
+                           cluster_store)
 
 
 def check(p: Params) -> list[str]:

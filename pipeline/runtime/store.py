@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import store_path
 from pipeline.runtime import storage
 from pipeline.runtime.failures import ENVIRONMENT
 from pipeline.runtime.storage import Dir, Location
@@ -54,15 +55,15 @@ def project_root() -> Path:
 
 
 def default_store() -> Path:
-    """``$CBENCH_STORE``, else ``$XDG_CACHE_HOME/contrastive-bench`` (``~/.cache/...``)."""
-    if os.environ.get("CBENCH_STORE"):
-        return Path(os.environ["CBENCH_STORE"]).expanduser().resolve()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser().resolve() / "contrastive-bench"
+    """``$CBENCH_STORE``, else ``$XDG_CACHE_HOME/contrastive-bench`` (``~/.cache/...``): see
+    :func:`pipeline.config.store_path.default_store` (where ``resolve`` checks that a cluster
+    run's store is not node-local)."""
+    return store_path.default_store(os.environ)
 
 
 def store_root(storage_uri: str | None) -> Dir:
-    """``compute.storage`` when set, else :func:`default_store`."""
+    """``compute.storage`` when set, else :func:`default_store`. On a cluster that is the shared
+    volume (``$CBENCH_STORE`` on every pod and node) or an object store URI."""
     return storage.location(storage_uri) if storage_uri else default_store()
 
 

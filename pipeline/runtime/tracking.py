@@ -6,6 +6,12 @@ invocations never duplicate it (and drivers sharing a store create it only under
 claim). A run carries the cell's real start and end time, MLflow's source tags and its dataset
 as an input; the experiment opens in the UI's model-training view. Metrics go in batches: one
 ``log_metric`` into SQLite costs ~6 ms here, a batch ~80 µs per metric.
+
+The tracking URI is ``$MLFLOW_TRACKING_URI`` when it is set (MLflow's own convention: a cluster
+passes it, with ``MLFLOW_TRACKING_USERNAME`` / ``_PASSWORD`` / ``_TOKEN``, which MLflow reads
+itself, from a Kubernetes Secret), else ``tracking.uri``. An invocation run is tagged with the
+workspace folder and host that started it, so the report stage finds the train run of its own
+workspace (``invocation_parent``), never the newest run of another driver sharing the server.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -45,10 +53,22 @@ def _first_use(uri: str) -> contextlib.AbstractContextManager[None]:
     return exclusive(Path(uri.removeprefix("sqlite:///") + ".lock"))
 
 
+def effective_uri(configured: str) -> str:
+    """``$MLFLOW_TRACKING_URI`` when set, else ``configured`` (``tracking.uri``, resolved)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or configured
+
+
+def _origin() -> dict[str, str]:
+    """Where an invocation runs: its workspace (DVC allows one ``dvc repro`` at a time in one)
+    and host."""
+    return {"cbench.workspace": str(Path.cwd().resolve()), "cbench.host": socket.gethostname()}
+
+
 class Tracker:
     """A thin wrapper over :class:`MlflowClient` bound to one experiment."""
 
     def __init__(self, uri: str, experiment: str):
+        uri = self.uri = effective_uri(uri)
         with _first_use(uri):  # drivers sharing a SQLite file must not create it twice at once
             self.client = MlflowClient(tracking_uri=uri)
             exp = self.client.get_experiment_by_name(experiment)
@@ -59,11 +79,18 @@ class Tracker:
 
     def start_parent(self, stage: str, tags: Mapping[str, str]) -> str:
         run = self.client.create_run(self.experiment_id, run_name=f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                     tags={"cbench.kind": "invocation", "cbench.stage": stage, **tags})
+                                     tags={"cbench.kind": "invocation", "cbench.stage": stage,
+                                           **_origin(), **tags})
         return str(run.info.run_id)
 
-    def latest_parent(self) -> str | None:
-        runs = self.client.search_runs([self.experiment_id], "tags.`cbench.kind` = 'invocation'",
+    def invocation_parent(self, stage: str = "train") -> str | None:
+        """The run of the newest ``stage`` invocation of this workspace on this host (the one of
+        this ``dvc repro``), or None."""
+        origin = {"cbench.kind": "invocation", "cbench.stage": stage, **_origin()}
+        if any("'" in v for v in origin.values()):
+            return None  # not expressible in a filter string: the caller starts its own run
+        where = " and ".join(f"tags.`{k}` = '{v}'" for k, v in origin.items())
+        runs = self.client.search_runs([self.experiment_id], where,
                                        order_by=["attributes.start_time DESC"], max_results=1)
         return str(runs[0].info.run_id) if runs else None
 

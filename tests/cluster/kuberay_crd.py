@@ -1,6 +1,10 @@
 """Make tests/cluster/kuberay-crd-fields.json from KubeRay's CRDs (run by hand, offline after).
 
-    python tests/cluster/kuberay_crd.py <kuberay checkout> [<commit>]
+    python tests/cluster/kuberay_crd.py <kuberay checkout> [<commit> [<out file>]]
+
+The versioned files (``kuberay-crd-fields-v1.2.0.json``, the oldest operator the manifests
+name, and ``-v1.1.1.json``, which must refuse them) were made with ``<commit>`` = "<sha> (<tag>)"
+from ``git archive <tag> ray-operator/config/crd/bases`` of the KubeRay repository.
 
 Reads ``ray-operator/config/crd/bases/ray.io_{rayjobs,rayclusters}.yaml`` (the operator's
 generated CRDs) and writes the ``v1`` schemas of RayJob and RayCluster as one JSON Schema:
@@ -97,8 +101,9 @@ def main(argv: list[str]) -> int:
     commit = argv[1] if len(argv) > 1 else subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
         check=True).stdout.strip()
-    OUT.write_text(json.dumps(build(repo, commit), sort_keys=True, separators=(",", ":")) + "\n")
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+    out = Path(argv[2]) if len(argv) > 2 else OUT
+    out.write_text(json.dumps(build(repo, commit), sort_keys=True, separators=(",", ":")) + "\n")
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
 
 
