@@ -44,25 +44,31 @@ def _cell(e: Entry) -> str:
 def board_table(board: Board, rows: Sequence[int], max_columns: int = MAX_COLUMNS) -> str:
     """The rows ``rows`` of ``board`` as one pipe table: #, the varying axes, the headline
     metrics (the trailing ones dropped beyond ``max_columns``)."""
-    metrics = list(board.columns)[: max(0, max_columns - 1 - len(board.axes))]
-    header = ["#", *(axis_header(a) for a in board.axes), *(m.header for m in metrics)]
+    tier = ["Tier"] if board.tier_axis else []
+    metrics = list(board.columns)[: max(0, max_columns - 1 - len(tier) - len(board.axes))]
+    header = ["#", *tier, *(axis_header(a) for a in board.axes), *(m.header for m in metrics)]
     body = []
     for i in rows:
         row = board.table.iloc[i]
-        body.append([board.rank_text(i), *(fmt_value(row[a]) for a in board.axes),
+        body.append([board.rank_text(i), *([board.tier_text(i)] if tier else []),
+                     *(fmt_value(row[a]) for a in board.axes),
                      *(_cell(board.entry(i, m)) for m in metrics)])
-    return table(header, body, ["r", *("l" if board.is_text(a) else "r" for a in board.axes),
+    return table(header, body, ["r", *("r" for _ in tier),
+                                *("l" if board.is_text(a) else "r" for a in board.axes),
                                 *("r" for _ in metrics)])
 
 
 def to_markdown(board: Board, max_columns: int = MAX_COLUMNS, heading: str = "##") -> str:
     """The whole leaderboard: title, setting, one table per section, notes, provenance."""
     parts = [f"{heading} {board.title}", "", board.caption, ""]
+    for title, header, rows in board.tables:
+        parts += [f"**{title}**", "", table(header, rows, ["l", *("r" for _ in header[1:])])]
     for section in board.sections:
         if section.title and len(board.sections) > 1:
             parts += [f"**{section.title}**", ""]
         parts.append(board_table(board, section.rows, max_columns))
-    shown = min(len(board.columns), max(0, max_columns - 1 - len(board.axes)))
+    shown = min(len(board.columns),
+                max(0, max_columns - 1 - bool(board.tier_axis) - len(board.axes)))
     notes = list(board.notes)
     if shown < len(board.columns):
         rest = ", ".join(m.label for m in board.columns[shown:])
