@@ -72,11 +72,17 @@ class Summary:
         return out
 
 
+INTERNAL = "internal_check"  # summary.json only: checks of the code itself are not evidence
+
+
 def _numbers(tree: Any, prefix: str = "") -> dict[str, float | int]:
-    """The numeric leaves of nested dicts under ``a_b_c`` keys (booleans and text left out)."""
+    """The numeric leaves of nested dicts under ``a_b_c`` keys (booleans, text and the
+    ``internal_check`` subtrees left out)."""
     if isinstance(tree, dict):
         out: dict[str, float | int] = {}
         for key, value in tree.items():
+            if key == INTERNAL:
+                continue
             out |= _numbers(value, f"{prefix}_{key}" if prefix else str(key))
         return out
     if isinstance(tree, int | float) and not isinstance(tree, bool) and math.isfinite(tree):

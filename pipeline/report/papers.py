@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pipeline.datasets.registry import DATASETS
 from pipeline.grid import GRID_AXES
@@ -38,6 +37,7 @@ from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_value, pct
 from pipeline.report.tables import ok_cells
 from pipeline.search import fit_loglog_slope
+from pipeline.stats.inference import normal_quantile
 
 # Betser et al.'s Table 1 columns, in their order: the registry's statistics with a Gaussian null
 STATS = tuple(m.name for m in METRICS.values() if "null_" in m.families)
@@ -79,7 +79,7 @@ def log_slope(part: pd.DataFrame, axis: str, col: str,
     value = part[col].to_numpy(float)
     se = None
     if f"{col}_lo" in part and f"{col}_hi" in part:
-        z = float(sps.norm.ppf((1 + level) / 2))
+        z = normal_quantile(level)
         se = (part[f"{col}_hi"] - part[f"{col}_lo"]).to_numpy(float) / (2 * z)
         fitted = np.isfinite(value) & (value > 0)
         if not (np.isfinite(se[fitted]).all() and (se[fitted] > 0).all()):
@@ -110,7 +110,7 @@ def trends(cells: pd.DataFrame, axis: str, stat: str = "cv", level: float = 0.95
         control = f"control_{stat}"
         if control in part:
             c, c_lo, c_hi = log_slope(part, axis, control, level)
-            z = float(sps.norm.ppf((1 + level) / 2))
+            z = normal_quantile(level)
             se_d = math.hypot((t_hi - t_lo) / (2 * z), (c_hi - c_lo) / (2 * z))
             row.update(control_slope=c, control_slope_lo=c_lo, control_slope_hi=c_hi,
                        control_held=bool(c_hi < 0), difference=t - c,
