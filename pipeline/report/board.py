@@ -207,6 +207,13 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
         n = int(cells.stale.fillna(False).astype(bool).sum())
         notes.append(f"{ROW_MARK}: {n} cell(s) are stale, trained by other code "
                      "(train.on_code_change: keep); see the stale column of cells.csv.")
+    if any(s.title.startswith("Best setting of each") for s in board["sections"]):
+        primary = board["primary"].label if board["primary"] is not None else "the primary metric"
+        notes.append(f"Best setting of each variant: chosen on the same held-out {primary} it "
+                     "shows, so optimistic, more so for a variant with more settings (the stage "
+                     "tables hold one held-out value per cell; choosing apart from reporting "
+                     "needs the search stage to write it on two disjoint halves of the held-out "
+                     "anchors). The ranks and tiers across settings select nothing.")
     if sum(len(s.rows) for s in board["sections"]) < len(table) or len(board["sections"]) > 1:
         notes.append("Every setting in leaderboard.html and leaderboard_full.csv, every cell "
                      "in cells.csv.")

@@ -16,6 +16,13 @@ from pipeline.report.board import Board
 from pipeline.report.render import ROW_MARK, Entry, axis_header, fmt_interval, fmt_value
 
 MAX_COLUMNS = 12
+# What a cell's own ± is over (pipeline.stats.intervals): never the variation between trainings
+CELL_INTERVALS = {
+    "cv": "CV — percentile bootstrap over held-out rows (the measurement of a fixed encoder)",
+    "ad_mean": "AD Avg, DP Avg — a spread over the d coordinates (t-interval), not a confidence "
+               "interval: coordinates are neither sampled nor independent",
+    "ad_pass_frac": "pass % — Wilson over the d coordinates, likewise a spread",
+}
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]],
@@ -89,6 +96,9 @@ def cells_table(cells: pd.DataFrame, columns: Sequence[str]) -> str:
              for c in cols] for _, r in cells.iterrows()]
     align = ["r" if c in metrics or pd.api.types.is_numeric_dtype(cells[c]) else "l" for c in cols]
     text = table(header, body, align)
+    units = [u for c, u in CELL_INTERVALS.items() if c in cols]
+    if units:
+        text += "\nIntervals of one cell: " + "; ".join(units) + ".\n"
     if "status" in cells:
         failed = cells[cells.status != "ok"]
         notes = [f"- {ROW_MARK} `{r.cell_id}`: {_first_line(r.reason)}" for r in failed.itertuples()]
