@@ -117,6 +117,10 @@ class ProbeConfig(Section):
     knn_temperature: float = Field(gt=0.0, description="T in the vote weights exp(s/T)")
 
 
+# report.compare: any grid axis but the seed (the seed is what is averaged within a block)
+CompareAxis = Literal[tuple(n for n in get_type_hints(GridPoint) if n != "seed")]  # type: ignore[misc,valid-type]
+
+
 class ReportConfig(Section):
     group_by: list[str] = Field(description="leaderboard rows: one per combination of these axes")
     metrics: list[str] = Field(min_length=1, description="metrics of the full tables")
@@ -128,6 +132,11 @@ class ReportConfig(Section):
     primary: str = Field(description="the metric the tables are ranked and sorted by")
     top: int = Field(ge=1, description="settings in the Markdown and LaTeX tables (all in the "
                                        "HTML page and the CSVs)")
+    compare: CompareAxis = Field(  # type: ignore[valid-type]
+        description="the axis whose values are ranked across the blocks of the other axes (seeds "
+                    "averaged) on report.primary: reports/ranks.csv, pairs.csv, the CD diagram")
+    bootstrap: int = Field(ge=1, description="stratified-bootstrap resamples (seeds within each "
+                                             "block) of the intervals in ranks.csv and pairs.csv")
 
 
 class GeometryConfig(Section):

@@ -79,6 +79,10 @@ class Board:
     notes: tuple[str, ...]
     sections: tuple[Section, ...]
     details: tuple[Metric, ...]
+    # groups of report.compare values the tests cannot separate (pipeline.report.ranks): the
+    # table's ``tier`` column; and tables shown before the settings: (title, header, rows)
+    tier_axis: str | None = None
+    tables: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]], ...] = ()
 
     @property
     def caption(self) -> str:
@@ -98,6 +102,11 @@ class Board:
         row = self.table.iloc[i]
         mark = ROW_MARK if row.get("failed", 0) or row.get("stale", 0) else ""
         return fmt_value(row["rank"]) + mark
+
+    def tier_text(self, i: int) -> str:
+        """The tier of row ``i``'s ``tier_axis`` value ('–' where it has none)."""
+        value = self.table.iloc[i].get("tier")
+        return fmt_value(value) if value is not None else "–"
 
     def is_text(self, column: str) -> bool:
         return not pd.api.types.is_numeric_dtype(self.table[column])
@@ -182,8 +191,11 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
                      f"seeds, p < {alpha:g}; no multiple-comparison correction).")
     if any(f"delta_{m.name}_mean" in table for m in headline):
         notes.append(f"Δ: trained minus the same encoder untrained (epoch 0, same seed and "
-                     f"data), mean over seeds; {UNCHANGED}: training changed it in none of the "
-                     f"row's cells (the {pct(level)} interval of the difference covers 0).")
+                     f"data), mean over seeds; {UNCHANGED}: the {pct(level)} t-interval over "
+                     "seeds of the difference covers 0 (training did not move it)"
+                     + ("." if seeds > 1 else "; with one seed that is undecided, so no "
+                        f"{UNCHANGED} is printed (the cells' own intervals are over held-out "
+                        "rows or coordinates, not over trainings)."))
     for axis in pooled:
         values = ", ".join(fmt_value(v) for v in sorted(cells[axis].dropna().unique(), key=str))
         notes.append(f"Pooled over {axis} ∈ {{{values}}} (not in report.group_by).")
@@ -195,6 +207,13 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
         n = int(cells.stale.fillna(False).astype(bool).sum())
         notes.append(f"{ROW_MARK}: {n} cell(s) are stale, trained by other code "
                      "(train.on_code_change: keep); see the stale column of cells.csv.")
+    if any(s.title.startswith("Best setting of each") for s in board["sections"]):
+        primary = board["primary"].label if board["primary"] is not None else "the primary metric"
+        notes.append(f"Best setting of each variant: chosen on the same held-out {primary} it "
+                     "shows, so optimistic, more so for a variant with more settings (the stage "
+                     "tables hold one held-out value per cell; choosing apart from reporting "
+                     "needs the search stage to write it on two disjoint halves of the held-out "
+                     "anchors). The ranks and tiers across settings select nothing.")
     if sum(len(s.rows) for s in board["sections"]) < len(table) or len(board["sections"]) > 1:
         notes.append("Every setting in leaderboard.html and leaderboard_full.csv, every cell "
                      "in cells.csv.")
@@ -217,11 +236,14 @@ def _failures(cells: pd.DataFrame, axes: Sequence[str], most: int = 5) -> str:
 def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",
                title: str = "contrastive-bench leaderboard",
                comparison: pd.DataFrame | None = None,
-               split_by: Sequence[str] = ()) -> Board:
+               split_by: Sequence[str] = (),
+               tiers: tuple[str, dict[str, int], list[str]] | None = None) -> Board:
     """The leaderboard of the per-cell table ``cells`` as ``cfg`` (``report:``) asks.
 
     comparison: :func:`~pipeline.report.compare.compare_to_baseline` of these cells (None: no †);
-    split_by: extra columns that tell settings apart (e.g. ``code_fingerprint`` of merged runs).
+    split_by: extra columns that tell settings apart (e.g. ``code_fingerprint`` of merged runs);
+    tiers: (axis, value → tier, the notes that say what the tiers are) from
+    :mod:`pipeline.report.ranks`; the table gets a ``tier`` column.
     """
     group_by = _unique([a for a in cfg.group_by if a in cells] + [c for c in split_by if c in cells])
     headline = [lookup(m) for m in _numeric(cells, cfg.columns)]
@@ -244,6 +266,10 @@ def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",
     axes = varying(cells, group_by)
     primary = _primary(cfg.primary, headline, cells)
     table = _sorted(table, primary, axes)
+    tier_axis = None
+    if tiers is not None and tiers[0] in table and tiers[1]:
+        tier_axis = tiers[0]
+        table.insert(1, "tier", [tiers[1].get(str(v)) for v in table[tier_axis]])
     constant = [a for a in axes_in(cells) if a != "seed" and a not in axes
                 and cells[a].nunique(dropna=False) == 1]
     setting = ", ".join(([f"{data_name} data"] if data_name else [])
@@ -255,8 +281,9 @@ def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",
         "provenance": _provenance(cells), "level": cfg.level,
         "sections": _sections(table, axes, primary, cfg.top), "details": tuple(details)}
     pooled = [a for a in varying(cells, axes_in(cells)) if a not in group_by and a != "seed"]
-    fields["notes"] = tuple(_notes(fields, cells, pooled, compared, cfg.alpha))
-    return Board(**fields)
+    notes = _notes(fields, cells, pooled, compared, cfg.alpha)
+    fields["notes"] = tuple(notes[:1] + (list(tiers[2]) if tiers else []) + notes[1:])
+    return Board(**fields, tier_axis=tier_axis)
 
 
 def full_table(cells: pd.DataFrame, cfg: ReportConfig) -> pd.DataFrame:
@@ -269,7 +296,7 @@ def csv_table(board: Board) -> pd.DataFrame:
     """``leaderboard.csv``: the board's rows with the headline metrics' numbers and marks, the
     untrained control where there is one, and each row's provenance (no formatting)."""
     t = board.table
-    cols = ["rank", *board.axes, *(c for c in t.columns if c in board.table.attrs.get(
+    cols = ["rank", "tier", *board.axes, *(c for c in t.columns if c in board.table.attrs.get(
         "group_by", []) and c not in board.axes), "n_seeds", "failed"]
     for m in board.columns:
         cols += [f"{m.name}_{s}" for s in ("mean", "lo", "hi", "rank", "best", "tied", "sig")]

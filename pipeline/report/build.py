@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeline.config import Params
 from pipeline.datasets import DATASETS
-from pipeline.report import figures, leaderboard, papers
+from pipeline.report import figures, leaderboard, papers, ranks
 from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
@@ -72,11 +72,17 @@ class Summary:
         return out
 
 
+INTERNAL = "internal_check"  # summary.json only: checks of the code itself are not evidence
+
+
 def _numbers(tree: Any, prefix: str = "") -> dict[str, float | int]:
-    """The numeric leaves of nested dicts under ``a_b_c`` keys (booleans and text left out)."""
+    """The numeric leaves of nested dicts under ``a_b_c`` keys (booleans, text and the
+    ``internal_check`` subtrees left out)."""
     if isinstance(tree, dict):
         out: dict[str, float | int] = {}
         for key, value in tree.items():
+            if key == INTERNAL:
+                continue
             out |= _numbers(value, f"{prefix}_{key}" if prefix else str(key))
         return out
     if isinstance(tree, int | float) and not isinstance(tree, bool) and math.isfinite(tree):
@@ -93,6 +99,8 @@ class Report:
     board: Board  # leaderboard.{md,tex,html,csv}
     full: pd.DataFrame  # leaderboard_full.csv
     comparison: pd.DataFrame  # comparison.csv
+    ranks: pd.DataFrame  # ranks.csv: one row per report.compare value
+    pairs: pd.DataFrame  # pairs.csv: one row per pair of them
     papers_md: str
     papers: pd.DataFrame
     history: pd.DataFrame  # history.csv (DVC plots)
@@ -181,7 +189,12 @@ def build(inputs: Inputs) -> Report:
                              cfg.primary)
     cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)
     comparison = _comparison(cells, params)
-    board = make_board(cells, cfg, params.data.name, comparison=comparison)
+    across = ranks.cross_compare(cells, cfg)
+    board = make_board(cells, cfg, params.data.name, comparison=comparison,
+                       tiers=(across.axis, ranks.tier_of(across), ranks.notes(across)))
+    across_table = ranks.display(across)
+    if across_table[1]:
+        board = replace(board, tables=(across_table,))
     if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
         board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
                                       f"computed, {params.data.name} has no class labels."))
@@ -192,11 +205,24 @@ def build(inputs: Inputs) -> Report:
     primary = board.primary.name if board.primary is not None else None
     specs = figures.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best, primary,
                          cfg.level)
+    ranked = ranks.ranks_table(across)
+    if across.result is not None and len(ranked) > 1:
+        r = across.result.ranking
+        specs.insert(0, figures.FigureSpec(
+            "critical_difference", f"Critical-difference diagram: mean rank of each "
+            f"{across.axis} over {r.blocks_complete} settings; bars join values not separated "
+            f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,
+            {"cd": r.cd, "groups": r.groups, "name": across.axis}))
+    summary = _summary(cells, board, claims, cfg.level)
+    compared = ranks.summary(across)
+    if compared:
+        summary = replace(summary, extra={**summary.extra, "compare": compared})
     shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
     return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
-                  full=full_table(cells, cfg), comparison=comparison, papers_md=section,
+                  full=full_table(cells, cfg), comparison=comparison, ranks=ranked,
+                  pairs=ranks.pairs_table(across), papers_md=section,
                   papers=paper_rows, history=_history(inputs.history, inputs.grid),
-                  figures=tuple(specs), summary=_summary(cells, board, claims, cfg.level),
+                  figures=tuple(specs), summary=summary,
                   level=cfg.level,
                   mlflow=_mlflow(cells))
 

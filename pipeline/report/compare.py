@@ -10,13 +10,10 @@ expected by chance, which the report notes say.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
-import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pipeline.report.tables import (
     as_columns,
@@ -25,52 +22,14 @@ from pipeline.report.tables import (
     metrics_in,
     ok_cells,
 )
-from pipeline.stats import seed_ci
+from pipeline.stats.inference import PairedResult, paired
 from pipeline.stats.uncertainty import check_level
+
+__all__ = ["RESULT_COLUMNS", "PairedResult", "compare_to_baseline", "default_pair_on",
+           "mark_significant", "paired"]
 
 RESULT_COLUMNS = ("baseline", "metric", "n_pairs", "baseline_mean", "variant_mean", "diff_mean",
                   "diff_lo", "diff_hi", "t_stat", "p_value", "wilcoxon_p", "significant")
-
-
-@dataclass(frozen=True)
-class PairedResult:
-    """Paired comparison of one metric: differences are variant − baseline."""
-
-    n_pairs: int
-    baseline_mean: float
-    variant_mean: float
-    diff_mean: float
-    diff_lo: float
-    diff_hi: float
-    t_stat: float
-    p_value: float
-    wilcoxon_p: float
-    significant: bool
-
-
-def paired(variant: np.ndarray, baseline: np.ndarray, level: float = 0.95,
-           alpha: float = 0.05) -> PairedResult:
-    """Compare paired samples ``(n,)``; pairs with a NaN on either side are dropped.
-
-    Tests need two pairs (NaN p-values otherwise); the Wilcoxon p is NaN when every difference is
-    zero. ``significant`` is ``p_value < alpha`` (t-test).
-    """
-    v, b = np.asarray(variant, dtype=float), np.asarray(baseline, dtype=float)
-    keep = ~(np.isnan(v) | np.isnan(b))
-    v, b = v[keep], b[keep]
-    ci = seed_ci(v - b, level)
-    mean, lo, hi = ci.estimate, ci.low, ci.high
-    t_stat = p = w_p = np.nan
-    if v.size >= 2:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # zero-variance differences
-            res = sps.ttest_rel(v, b)
-            t_stat, p = float(res.statistic), float(res.pvalue)
-            if np.any(v != b):
-                w_p = float(sps.wilcoxon(v, b).pvalue)
-    return PairedResult(int(v.size), float(np.mean(b)) if b.size else np.nan,
-                        float(np.mean(v)) if v.size else np.nan, mean, lo, hi, t_stat, p, w_p,
-                        bool(p < alpha))
 
 
 def default_pair_on(board: pd.DataFrame, axis: str) -> list[str]:

@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pipeline.grid import GRID_AXES, SUPERVISED
 from pipeline.metrics import METRICS
+from pipeline.stats.inference import normal_quantile
 
 # the distribution statistics measured on the untrained encoder too, by the stats stage
 # (registry: the control_ and null_ families; the probe's control_ columns come from its stage)
@@ -34,7 +34,7 @@ def difference_interval(est_t: float, lo_t: float, hi_t: float, est_c: float, lo
                         hi_c: float, level: float = 0.95) -> tuple[float, float, float]:
     """(difference, low, high) of trained − control from the two intervals, both at ``level``
     (normal approximation); the result is at ``level`` too."""
-    z = float(sps.norm.ppf((1 + level) / 2))
+    z = normal_quantile(level)
     se = math.hypot((hi_t - lo_t) / (2 * z), (hi_c - lo_c) / (2 * z))
     diff = est_t - est_c
     return diff, diff - z * se, diff + z * se

@@ -24,6 +24,7 @@ import pandas as pd  # noqa: E402
 
 from pipeline.grid import GRID_AXES, GridPoint  # noqa: E402
 from pipeline.metrics import is_metric, lookup  # noqa: E402
+from pipeline.report.cd_diagram import critical_difference  # noqa: E402
 from pipeline.report.render import axis_header  # noqa: E402
 from pipeline.report.tables import check_columns, ok_cells  # noqa: E402
 from pipeline.stats import seed_ci  # noqa: E402
@@ -341,4 +342,5 @@ def draw(spec: FigureSpec, out_dir: Path,
 
 DRAW: dict[str, Callable[..., list[Path]]] = {
     "metric_vs": metric_vs, "pass_rate_vs_epoch": pass_rate_vs_epoch,
-    "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k}
+    "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k,
+    "critical_difference": critical_difference}

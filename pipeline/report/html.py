@@ -182,6 +182,9 @@ def _details(board: Board, i: int) -> str:
 def _row(board: Board, i: int) -> str:
     row = board.table.iloc[i]
     tds = [f'<td class="num" data-v="{_num(row["rank"])}">{escape(board.rank_text(i))}</td>']
+    if board.tier_axis:
+        tds.append(f'<td class="num" data-v="{_num(row.get("tier"))}">'
+                   f"{escape(board.tier_text(i))}</td>")
     for a in board.axes:
         cls = "" if board.is_text(a) else ' class="num"'
         tds.append(f'<td{cls} data-v="{escape(_num(row[a]) if not board.is_text(a) else str(row[a]))}">'
@@ -196,7 +199,7 @@ def _row(board: Board, i: int) -> str:
                    + (f'<span class="sub">{escape(sub)}</span>' if sub else "") + "</td>")
     tds.append('<td><button type="button" class="more" aria-expanded="false" '
                'title="details: every metric, the controls, the provenance">▸</button></td>')
-    span = len(board.axes) + len(board.columns) + 2
+    span = len(board.axes) + len(board.columns) + 2 + bool(board.tier_axis)
     return (f'<tbody class="row"><tr class="main">{"".join(tds)}</tr>\n'
             f'<tr class="detail" hidden><td colspan="{span}">{_details(board, i)}</td></tr>'
             "</tbody>")
@@ -206,6 +209,11 @@ def _head(board: Board) -> str:
     cells = ['<th class="num" data-key="rank" data-type="num" aria-sort="none" scope="col" '
              'title="rank by the primary metric; ‡: failed or stale cells"><button '
              'type="button">#</button></th>']
+    if board.tier_axis:
+        cells.append(f'<th class="num" data-key="tier" data-type="num" aria-sort="none" '
+                     f'scope="col" title="tier of the row\'s {escape(board.tier_axis)} across all '
+                     f'settings: values the tests cannot separate share a tier"><button '
+                     f'type="button">Tier</button></th>')
     for a in board.axes:
         kind = "text" if board.is_text(a) else "num"
         cells.append(f'<th class="{"num" if kind == "num" else ""}" data-key="{escape(a)}" '
@@ -217,6 +225,18 @@ def _head(board: Board) -> str:
                      f'type="button">{escape(m.header)}</button></th>')
     cells.append('<th scope="col"></th>')
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _tables(board: Board) -> str:
+    out = []
+    for title, header, rows in board.tables:
+        head = "".join(f'<th scope="col">{escape(h)}</th>' for h in header)
+        body = "".join("<tr>" + "".join(
+            (f'<td class="num">{escape(c)}</td>' if k else f"<td>{escape(c)}</td>")
+            for k, c in enumerate(r)) + "</tr>" for r in rows)
+        out.append(f'<h2>{escape(title)}</h2>\n<table class="across"><thead><tr>{head}</tr>'
+                   f"</thead><tbody>{body}</tbody></table>")
+    return "\n".join(out)
 
 
 def _figures(figures: Sequence[tuple[str, bytes]]) -> str:
@@ -253,6 +273,8 @@ def to_html(board: Board, figures: Sequence[tuple[str, bytes]] = ()) -> str:
 <p class="setting">{escape(board.caption)}</p>
 <p class="prov">Provenance: <code>{escape(board.provenance_text)}</code></p>
 </header>
+{_tables(board)}
+<h2>Settings</h2>
 <p class="controls"><label>Filter <input id="filter" type="search"
  placeholder="words in any column" autocomplete="off"></label><span id="count"></span></p>
 <table id="board" data-sort="{escape(sort)}" data-dir="{direction}"><thead>{head}</thead>

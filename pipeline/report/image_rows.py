@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pipeline.metrics import METRICS
 from pipeline.report.markdown import table as md_table
 from pipeline.report.render import pct
+from pipeline.stats.inference import normal_quantile
 
 STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 # the paper's direction for "contrastive is more Gaussian": lower CV and A², higher pass rates
@@ -168,7 +168,7 @@ def protocol_section(configs: Sequence[Mapping[str, Any]]) -> list[str]:
 # --- contrastive vs supervised vs untrained ----------------------------------------------------
 
 def _z(level: float) -> float:
-    return float(sps.norm.ppf((1 + level) / 2))
+    return normal_quantile(level)
 
 
 def _mean_se(part: pd.DataFrame, col: str, level: float) -> tuple[float, float]:

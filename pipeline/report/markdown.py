@@ -16,6 +16,13 @@ from pipeline.report.board import Board
 from pipeline.report.render import ROW_MARK, Entry, axis_header, fmt_interval, fmt_value
 
 MAX_COLUMNS = 12
+# What a cell's own ± is over (pipeline.stats.intervals): never the variation between trainings
+CELL_INTERVALS = {
+    "cv": "CV — percentile bootstrap over held-out rows (the measurement of a fixed encoder)",
+    "ad_mean": "AD Avg, DP Avg — a spread over the d coordinates (t-interval), not a confidence "
+               "interval: coordinates are neither sampled nor independent",
+    "ad_pass_frac": "pass % — Wilson over the d coordinates, likewise a spread",
+}
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]],
@@ -44,25 +51,31 @@ def _cell(e: Entry) -> str:
 def board_table(board: Board, rows: Sequence[int], max_columns: int = MAX_COLUMNS) -> str:
     """The rows ``rows`` of ``board`` as one pipe table: #, the varying axes, the headline
     metrics (the trailing ones dropped beyond ``max_columns``)."""
-    metrics = list(board.columns)[: max(0, max_columns - 1 - len(board.axes))]
-    header = ["#", *(axis_header(a) for a in board.axes), *(m.header for m in metrics)]
+    tier = ["Tier"] if board.tier_axis else []
+    metrics = list(board.columns)[: max(0, max_columns - 1 - len(tier) - len(board.axes))]
+    header = ["#", *tier, *(axis_header(a) for a in board.axes), *(m.header for m in metrics)]
     body = []
     for i in rows:
         row = board.table.iloc[i]
-        body.append([board.rank_text(i), *(fmt_value(row[a]) for a in board.axes),
+        body.append([board.rank_text(i), *([board.tier_text(i)] if tier else []),
+                     *(fmt_value(row[a]) for a in board.axes),
                      *(_cell(board.entry(i, m)) for m in metrics)])
-    return table(header, body, ["r", *("l" if board.is_text(a) else "r" for a in board.axes),
+    return table(header, body, ["r", *("r" for _ in tier),
+                                *("l" if board.is_text(a) else "r" for a in board.axes),
                                 *("r" for _ in metrics)])
 
 
 def to_markdown(board: Board, max_columns: int = MAX_COLUMNS, heading: str = "##") -> str:
     """The whole leaderboard: title, setting, one table per section, notes, provenance."""
     parts = [f"{heading} {board.title}", "", board.caption, ""]
+    for title, header, rows in board.tables:
+        parts += [f"**{title}**", "", table(header, rows, ["l", *("r" for _ in header[1:])])]
     for section in board.sections:
         if section.title and len(board.sections) > 1:
             parts += [f"**{section.title}**", ""]
         parts.append(board_table(board, section.rows, max_columns))
-    shown = min(len(board.columns), max(0, max_columns - 1 - len(board.axes)))
+    shown = min(len(board.columns),
+                max(0, max_columns - 1 - bool(board.tier_axis) - len(board.axes)))
     notes = list(board.notes)
     if shown < len(board.columns):
         rest = ", ".join(m.label for m in board.columns[shown:])
@@ -83,6 +96,9 @@ def cells_table(cells: pd.DataFrame, columns: Sequence[str]) -> str:
              for c in cols] for _, r in cells.iterrows()]
     align = ["r" if c in metrics or pd.api.types.is_numeric_dtype(cells[c]) else "l" for c in cols]
     text = table(header, body, align)
+    units = [u for c, u in CELL_INTERVALS.items() if c in cols]
+    if units:
+        text += "\nIntervals of one cell: " + "; ".join(units) + ".\n"
     if "status" in cells:
         failed = cells[cells.status != "ok"]
         notes = [f"- {ROW_MARK} `{r.cell_id}`: {_first_line(r.reason)}" for r in failed.itertuples()]

@@ -17,10 +17,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from scipy import stats as sps  # noqa: E402
 
 from pipeline.report.figures import save  # noqa: E402
 from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope  # noqa: E402
+from pipeline.search.regime import expansion_regime  # noqa: E402
+from pipeline.stats.inference import normal_quantile  # noqa: E402
 
 CSV_COLUMNS = ["k", "risk", "ce", "gap", "abs_gap", "gap_se", "window_low", "window_high",
                "k_gap", "k_gap_se", "resolved", "gap_expansion"]
@@ -68,11 +69,46 @@ def _sig(v: Any) -> float | None:
     return None if math.isnan(v) else float(f"{v:.3g}")
 
 
+def _expansion(part: pd.DataFrame, fit: SlopeFit, level: float, k_min: int | None,
+               last: pd.Series) -> dict[str, Any]:
+    """The expansion's numbers, only where its series is in its regime (pipeline.search.regime):
+    the slope it predicts over the fitted range against the measured one, c₁ = lim k·(CE − R_k)
+    with its interval against k·gap at the largest k, and the internal consistency check."""
+    if "gap_expansion" not in part or not {"c1", "c2", "c3"} <= set(part):
+        return {"regime": "no expansion computed"}
+    start = k_min if k_min is not None else int(part.k.min())
+    regime = expansion_regime(last.c1, last.c2, last.c3, start)
+    if not regime.in_regime:
+        return {"regime": regime.reason}
+    z = normal_quantile(level)
+    predicted = _slope(part, part.gap_expansion.to_numpy(float), level).slope
+    c1, c1_se = float(last.c1), float(last.get("c1_se", math.nan))
+    k_gap, k_gap_se = float(last.k * last.gap), float(last.k * last.gap_se)
+    out: dict[str, Any] = {
+        "regime": "in the asymptotic regime", "slope_expansion": _num(predicted),
+        "slope_minus_expansion": _num(fit.slope - predicted),
+        "expansion_in_slope_ci": bool(fit.ci_low <= predicted <= fit.ci_high),
+        "c1": _num(c1), "c1_se": _num(c1_se), "c1_ci_low": _num(c1 - z * c1_se),
+        "c1_ci_high": _num(c1 + z * c1_se), "c2": _num(last.c2), "c3": _num(last.c3),
+        "k_gap_agrees_with_c1": bool(abs(k_gap - c1) <= z * math.hypot(k_gap_se, c1_se))}
+    if "gap_leading" in part:  # −1 by construction: the expansion's code checked against itself
+        lead = _slope(part, part.gap_leading.to_numpy(float), level, "gap_leading_cov")
+        out["internal_check"] = {
+            "what": "slope of gap − c₂/k² − c₃/k³ (same pool and positives): −1 by "
+                    "construction, a consistency check of the expansion, not evidence",
+            "slope_leading": _num(lead.slope), "ci_low": _num(lead.ci_low),
+            "ci_high": _num(lead.ci_high),
+            "covers_minus_one": bool(lead.ci_low <= -1.0 <= lead.ci_high)}
+    return out
+
+
 def fits(rows: pd.DataFrame, level: float) -> dict[str, dict[str, Any]]:
-    """Per encoder: the slope of log|CE − R_k| on log k over the declared range with its interval,
-    whether −1 is inside it, the slope the 1/k expansion predicts over the same range, the
-    expansion's coefficients, the slope (and interval) of the leading-order part
-    gap − c₂/k² − c₃/k³, k·gap at the largest k, and whether every k is resolved."""
+    """Per encoder: the measured slope of log|CE − R_k| on log k over the declared range with
+    its interval (the raw slope, always), whether −1 is inside it, k·gap at the largest k, whether
+    every k is resolved; and, only where the 1/k expansion is in its regime
+    (:func:`pipeline.search.regime.expansion_regime`), the test of Proposition 1: the slope the
+    expansion predicts over the same range against the measured one, and c₁ = lim k·(CE − R_k)
+    with its interval. Elsewhere ``regime`` says "outside the asymptotic regime" and why."""
     out = {}
     for encoder, part in rows.groupby("encoder"):
         part = part.sort_values("k")
@@ -87,22 +123,13 @@ def fits(rows: pd.DataFrame, level: float) -> dict[str, dict[str, Any]]:
         last = part.iloc[-1]
         entry.update(k_max=int(last.k), k_gap_at_k_max=_num(last.k * last.gap),
                      k_gap_se_at_k_max=_num(last.k * last.gap_se))
-        if "gap_expansion" in part:
-            entry["slope_expansion"] = _num(
-                _slope(part, part.gap_expansion.to_numpy(float), level).slope)
-            entry.update({c: _num(last[c]) for c in ("c1", "c1_se", "c2", "c3") if c in part})
-        if "gap_leading" in part:
-            lead = _slope(part, part.gap_leading.to_numpy(float), level, "gap_leading_cov")
-            entry.update(slope_leading=_num(lead.slope), slope_leading_ci_low=_num(lead.ci_low),
-                         slope_leading_ci_high=_num(lead.ci_high),
-                         leading_covers_minus_one=bool(lead.ci_low <= -1.0 <= lead.ci_high),
-                         leading_lack_of_fit_p=_sig(lead.lack_of_fit_p))
+        entry.update(_expansion(part, fit, level, _fit_range(part)[0], last))
         out[str(encoder)] = entry
     return out
 
 
 def _band(ax: plt.Axes, part: pd.DataFrame, color: str, label: str, level: float) -> None:
-    z = float(sps.norm.ppf((1 + level) / 2))
+    z = normal_quantile(level)
     k, kg, kse = part.k.to_numpy(float), part.k_gap.to_numpy(float), part.k_gap_se.to_numpy(float)
     ax.fill_between(k, kg - z * kse, kg + z * kse, color=color, alpha=0.3, linewidth=0)
     ax.plot(k, kg, "o-", color=color, markersize=4, linewidth=1.2, label=label)
@@ -127,13 +154,12 @@ def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path
         slope = (f"{name}: slope {fit['slope']:.4f} [{fit['ci_low']:.4f}, {fit['ci_high']:.4f}]"
                  if fit["slope"] is not None else name)
         if fit.get("slope_expansion") is not None:
-            slope += f"\n    expansion's slope {fit['slope_expansion']:.4f}"
-        if fit.get("slope_leading") is not None:
-            slope += (f"; gap − c₂/k² − c₃/k³: {fit['slope_leading']:.4f} "
-                      f"[{fit['slope_leading_ci_low']:.4f}, {fit['slope_leading_ci_high']:.4f}]")
+            slope += f"\n    the 1/k expansion predicts {fit['slope_expansion']:.4f}"
+        else:
+            slope += f"\n    expansion: {fit['regime']}"
         _band(full, part, color, slope, level)
         _band(zoom, part, color, f"{name}: k·(CE − R_k), {level:.0%} band", level)
-        if "gap_expansion" in part:
+        if fit.get("slope_expansion") is not None:
             zoom.plot(part.k, part.k * part.gap_expansion, "--", color=color, linewidth=1,
                       label=f"{name}: c₁ + c₂/k + c₃/k²")
             if fit.get("c1") is not None:

@@ -11,12 +11,13 @@ norms spread like 1/√(2d)), so only a trained slope steeper than the control's
 
 A trend is the log-log slope of the statistic against the axis (CV ∝ axis^slope; the CLT's
 1/√(2d) is a slope of −0.5 in d), fitted by weighted least squares within one group of cells that
-agree on every other axis (seeds pooled). Each cell's standard error comes from its interval at
-``report.level`` (bootstrap for CV, built at that level by the stats stage; se of log CV ≈ se/CV);
-with three or more points the slope's variance is the larger of that and the residual variance,
-so scatter between cells is not hidden. A claim holds in a group when the slope's interval (at the
-same level) lies below zero, and for the grid when it holds in most groups. Every sentence and
-header states the level.
+agree on every other axis. A claim about a training procedure needs the variation between
+trainings: with at least ``MIN_SEEDS`` seeds at every point the slope is fitted to the seed means
+with errors from the spread between seeds, and a claim holds in a group when the slope's interval
+(at ``report.level``) lies below zero, and for the grid when it holds in most groups. With fewer
+seeds the verdict is *undecided*, said with the reason, and the slopes shown are fitted to the
+cells with their within-cell intervals (CV: a bootstrap over held-out rows, the measurement of a
+fixed encoder). Every sentence and header states the level and what the interval is over.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pipeline.datasets.registry import DATASETS
 from pipeline.grid import GRID_AXES
@@ -38,6 +38,7 @@ from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_value, pct
 from pipeline.report.tables import ok_cells
 from pipeline.search import fit_loglog_slope
+from pipeline.stats.inference import normal_quantile
 
 # Betser et al.'s Table 1 columns, in their order: the registry's statistics with a Gaussian null
 STATS = tuple(m.name for m in METRICS.values() if "null_" in m.families)
@@ -79,7 +80,7 @@ def log_slope(part: pd.DataFrame, axis: str, col: str,
     value = part[col].to_numpy(float)
     se = None
     if f"{col}_lo" in part and f"{col}_hi" in part:
-        z = float(sps.norm.ppf((1 + level) / 2))
+        z = normal_quantile(level)
         se = (part[f"{col}_hi"] - part[f"{col}_lo"]).to_numpy(float) / (2 * z)
         fitted = np.isfinite(value) & (value > 0)
         if not (np.isfinite(se[fitted]).all() and (se[fitted] > 0).all()):
@@ -92,29 +93,58 @@ def _varying(cells: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
     return [a for a in GRID_AXES if a in cells and a not in exclude and cells[a].nunique() > 1]
 
 
+MIN_SEEDS = 3  # seeds per point a trend verdict needs (the unit of a claim about training)
+
+
+def seed_points(part: pd.DataFrame, axis: str, col: str, level: float) -> pd.DataFrame:
+    """Per value of ``axis``: the mean of ``col`` over the cells (seeds) there and its
+    normal interval at ``level`` from their spread, mean ± z·s/√n (s with ddof = 1). The spread
+    of per-seed values holds each seed's own measurement error too, so it is the total
+    variation of a training run, not the within-cell part alone."""
+    z = normal_quantile(level)
+    g = part.groupby(axis)[col]
+    mean, sd, n = g.mean(), g.std(ddof=1), g.count()
+    half = z * sd / np.sqrt(n)
+    return pd.DataFrame({axis: mean.index, col: mean.to_numpy(),
+                         f"{col}_lo": (mean - half).to_numpy(),
+                         f"{col}_hi": (mean + half).to_numpy()})
+
+
 def trends(cells: pd.DataFrame, axis: str, stat: str = "cv", level: float = 0.95) -> pd.DataFrame:
     """Per group of cells equal on every other axis: the log-log slope of ``stat`` (trained) and
     of ``control_<stat>`` against ``axis``, their difference, and the verdicts.
 
-    ``held``: the trained slope's interval lies below zero. ``training``: the trained slope is
-    below the control's (interval of the difference below zero), i.e. the fall is training's doing.
+    With at least ``MIN_SEEDS`` seeds at every point the slopes are fitted to the seed means
+    with errors from the spread between seeds (``basis`` = "seeds"), and ``verdict`` is "held"
+    when the trained slope's interval lies below zero, else "not held"; ``training``: the trained
+    slope is below the control's (interval of the difference below zero). With fewer seeds the
+    slope is fitted to the cells with their within-cell intervals (``basis`` = "held-out rows":
+    the measurement of fixed encoders, not the variation between trainings) and the verdict is
+    "undecided". ``held`` is ``verdict == "held"``.
     """
     others = _varying(cells, (axis, "seed"))
     groups = cells.groupby(others, dropna=False) if others else [((), cells)]
     rows = []
     for key, part in groups:
         key = key if isinstance(key, tuple) else (key,)
-        t, t_lo, t_hi = log_slope(part, axis, stat, level)
-        row: dict[str, Any] = dict(zip(others, key, strict=True))
-        row.update(points=len(part), slope=t, slope_lo=t_lo, slope_hi=t_hi, held=bool(t_hi < 0))
+        seeds = int(part.groupby(axis).size().min())
+        by_seeds = seeds >= MIN_SEEDS
         control = f"control_{stat}"
+        fit_on = seed_points(part, axis, stat, level) if by_seeds else part
+        t, t_lo, t_hi = log_slope(fit_on, axis, stat, level)
+        verdict = ("held" if t_hi < 0 else "not held") if by_seeds else "undecided"
+        row: dict[str, Any] = dict(zip(others, key, strict=True))
+        row.update(points=len(part), seeds=seeds, basis="seeds" if by_seeds else "held-out rows",
+                   slope=t, slope_lo=t_lo, slope_hi=t_hi, verdict=verdict,
+                   held=verdict == "held")
         if control in part:
-            c, c_lo, c_hi = log_slope(part, axis, control, level)
-            z = float(sps.norm.ppf((1 + level) / 2))
+            ctrl_on = seed_points(part, axis, control, level) if by_seeds else part
+            c, c_lo, c_hi = log_slope(ctrl_on, axis, control, level)
+            z = normal_quantile(level)
             se_d = math.hypot((t_hi - t_lo) / (2 * z), (c_hi - c_lo) / (2 * z))
             row.update(control_slope=c, control_slope_lo=c_lo, control_slope_hi=c_hi,
                        control_held=bool(c_hi < 0), difference=t - c,
-                       training=bool(t - c + z * se_d < 0))
+                       training=bool(by_seeds and t - c + z * se_d < 0))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -147,14 +177,28 @@ def _measured(part: pd.DataFrame, stat: str, parts: list[tuple[str, str]]) -> st
     return " / ".join(_fmt(stat, part[c].mean() if c in part else math.nan) for c in cols)
 
 
+def claim_verdict(table: pd.DataFrame) -> str:
+    """held / not held in most groups of the grid, or undecided when any group is."""
+    if (table.verdict == "undecided").any():
+        return "undecided"
+    return "held" if 2 * int(table.held.sum()) > len(table) else "not held"
+
+
 def _claim_line(claim: str, axis: str, table: pd.DataFrame, level: float) -> str:
     if table.empty or table.slope.isna().all():
         return f"- **{claim}**: not tested (the grid has one value of `{axis}`)."
     n = len(table)
+    verdict = claim_verdict(table)
+    if verdict == "undecided":
+        seeds = int(table.seeds.min())
+        return (f"- **{claim}**: undecided — {seeds} seed(s) per point, and a verdict about "
+                f"training needs at least {MIN_SEEDS} (the variation between seeds). The slopes "
+                f"below use the cells' {pct(level)} intervals over held-out rows, which measure "
+                "fixed encoders, not training runs.")
     held = int(table.held.sum())
-    verdict = "held" if 2 * held > n else "not held"  # in most groups of the grid, or not
     text = (f"- **{claim}**: {verdict} — the log-log slope of CV against `{axis}` is below zero "
-            f"({pct(level)} interval) in {held} of {n} groups of cells")
+            f"({pct(level)} interval over seeds, {int(table.seeds.min())} or more per point) in "
+            f"{held} of {n} groups of cells")
     if "training" in table:
         ctrl, train = int(table.control_held.sum()), int(table.training.sum())
         text += (f"; the untrained control's CV falls in {ctrl} of {n}, and the trained slope is "
@@ -167,18 +211,19 @@ def _slopes_table(axis: str, table: pd.DataFrame, level: float) -> list[str]:
     if table.empty or table.slope.isna().all():
         return []
     keys = [c for c in table.columns if c in GRID_AXES]
-    head = [*keys, f"trained slope [{pct(level)}]", f"control slope [{pct(level)}]", "held",
-            "by training"]
+    head = [*keys, "seeds", f"trained slope [{pct(level)}, over]", f"control slope [{pct(level)}]",
+            "verdict", "by training"]
     rows = []
     for r in table.itertuples(index=False):
-        cells = [str(getattr(r, k)) for k in keys]
-        cells.append(f"{r.slope:+.3f} [{r.slope_lo:+.3f}, {r.slope_hi:+.3f}]")
+        cells = [str(getattr(r, k)) for k in keys] + [str(r.seeds)]
+        cells.append(f"{r.slope:+.3f} [{r.slope_lo:+.3f}, {r.slope_hi:+.3f}] {r.basis}")
+        by_training = ("yes" if r.training else "no") if r.verdict != "undecided" else "undecided"
         if "control_slope" in table:
             cells.append(f"{r.control_slope:+.3f} [{r.control_slope_lo:+.3f}, "
                          f"{r.control_slope_hi:+.3f}]")
-            cells += ["yes" if r.held else "no", "yes" if r.training else "no"]
+            cells += [r.verdict, by_training]
         else:
-            cells += ["–", "yes" if r.held else "no", "–"]
+            cells += ["–", r.verdict, "–"]
         rows.append(cells)
     return [f"Log-log slope of CV against `{axis}` (CV ∝ {axis}^slope):", "",
             md_table(head, rows), ""]
@@ -249,8 +294,11 @@ def side_by_side(board: pd.DataFrame, dataset: str, level: float = 0.95,
         for axis, claim in CLAIMS:
             table = slopes[axis]
             lines.append(_claim_line(claim, axis, table, level))
-            tested = not table.empty and not table.slope.isna().all()
+            has = not table.empty and not table.slope.isna().all()
+            verdict = claim_verdict(table) if has else "not tested"
+            tested = verdict in ("held", "not held")  # decided, on seeds
             claims.append({"setting": pub.setting, "claim": claim, "tested": tested,
+                           "verdict": verdict, "seeds": int(table.seeds.min()) if has else 0,
                            "groups": int(len(table)) if tested else 0,
                            "held": int(table.held.sum()) if tested else 0,
                            "by_training": int(table.training.sum())

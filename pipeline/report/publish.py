@@ -1,7 +1,8 @@
 """Write a built :class:`~pipeline.report.build.Report`: every table, figure and metric file.
 
 Files (under ``out``): ``cells.{csv,md}``, ``leaderboard.{md,tex,csv,html}``,
-``leaderboard_full.csv``, ``comparison.csv``, ``paper_tables.{md,csv}``, ``history.csv``,
+``leaderboard_full.csv``, ``comparison.csv``, ``ranks.csv``, ``pairs.csv`` (the comparison
+across settings, :mod:`pipeline.report.ranks`), ``paper_tables.{md,csv}``, ``history.csv``,
 ``plots/*.{png,svg}``, ``one_over_k.csv``, ``metrics.json`` (flat: the DVC metrics) and
 ``summary.json`` (everything, nested: best cells, the control sentences, the paper claims).
 """
@@ -43,7 +44,8 @@ def write_tables(report: Report, out: Path,
              write_text(out / "paper_tables.md", report.papers_md)]
     for name, frame in (("leaderboard.csv", csv_table(board)),
                         ("leaderboard_full.csv", report.full), ("cells.csv", report.cells),
-                        ("comparison.csv", report.comparison), ("paper_tables.csv", report.papers),
+                        ("comparison.csv", report.comparison), ("ranks.csv", report.ranks),
+                        ("pairs.csv", report.pairs), ("paper_tables.csv", report.papers),
                         ("history.csv", report.history)):
         frame.to_csv(out / name, index=False)
         paths.append(out / name)

@@ -104,7 +104,7 @@ class Entry:
     tied: bool  # not significantly different from the best
     sig: bool  # differs from the baseline at the same setting (paired test): †
     delta: str  # change against the untrained encoder as shown; '' when there is none
-    unchanged: bool  # training changed it in none of the row's cells: °
+    unchanged: bool  # the interval over seeds of trained − untrained covers 0: °
     sort: float  # the mean, for sorting (NaN when missing)
 
     @property
@@ -128,15 +128,19 @@ def entry(row: pd.Series, metric: Metric) -> Entry:
     mean = row.get(f"{m}_mean")
     text = fmt_interval(mean, row.get(f"{m}_lo"), row.get(f"{m}_hi"), metric)
     value, _, half = text.partition(" ± ")
-    n, of = row.get(f"changed_{m}_n"), row.get(f"changed_{m}_of")
 
     def flag(col: str) -> bool:
         v = row.get(col)
         return bool(v) if not is_missing(v) else False
 
+    # °: decided on seeds (the t-interval over seeds of trained − untrained covers 0); with one
+    # seed there is no such interval and no ° (undecided), whatever the cells' own intervals say
+    lo, hi = row.get(f"delta_{m}_lo"), row.get(f"delta_{m}_hi")
+    by_seeds = not (is_missing(lo) or is_missing(hi))
+    unchanged = bool(by_seeds and float(lo) <= 0.0 <= float(hi))
     return Entry(value=value, half=half, best=flag(f"{m}_best"), tied=flag(f"{m}_tied"),
                  sig=flag(f"{m}_sig"), delta=fmt_delta(metric, row.get(f"delta_{m}_mean"), value),
-                 unchanged=not is_missing(of) and int(of) > 0 and int(n) == 0,
+                 unchanged=unchanged,
                  sort=math.nan if is_missing(mean) else float(mean))
 
 

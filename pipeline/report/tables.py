@@ -8,16 +8,15 @@ Intervals are :func:`pipeline.stats.seed_ci`; directions come from the metric re
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, is_metric, lookup
 from pipeline.stats import seed_ci
+from pipeline.stats.inference import welch_tie
 from pipeline.stats.uncertainty import check_level
 
 # per-cell provenance, one joined value per row of an aggregate
@@ -157,13 +156,6 @@ def tied_with_best(values: Sequence[np.ndarray], means: np.ndarray, metric: Metr
     best = finite & (means == target)
     ref = values[int(np.flatnonzero(best)[0])]
     for i, x in enumerate(values):
-        if best[i] or not finite[i] or len(x) < 2 or len(ref) < 2:
-            continue
-        if np.ptp(x) == 0 and np.ptp(ref) == 0:
-            tied[i] = bool(x[0] == ref[0])
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # nearly constant seeds
-            p = sps.ttest_ind(x, ref, equal_var=False).pvalue
-        tied[i] = bool(p >= alpha)
+        if not best[i] and finite[i]:
+            tied[i] = welch_tie(x, ref, alpha).tied
     return best, tied

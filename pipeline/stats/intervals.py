@@ -1,9 +1,11 @@
-"""Confidence intervals of a cell's summary statistics.
+"""Intervals of a cell's summary statistics (one cell: one fixed encoder).
 
 - Thin-shell CV (a smooth statistic of the rows): percentile row bootstrap.
 - AD Avg, DP Avg (means over coordinates): a t-interval over the d coordinates; AD pass %, DP
-  pass % (fractions of coordinates): a Wilson score interval. The coordinates are the sampled
-  units of these aggregates. Row-resampling them is wrong: a bootstrap sample repeats about 37% of
+  pass % (fractions of coordinates): a Wilson score interval. These are *spreads over
+  coordinates*, not confidence intervals: the coordinates are neither sampled nor independent, so
+  the report labels them so, and no verdict about training rests on them (verdicts use seeds,
+  SPEC §6). Row-resampling them is wrong too: a bootstrap sample repeats about 37% of
   its rows, and the ties inflate A² (on Gaussian data the "interval" of AD Avg then lies above
   the estimate itself).
 """

@@ -80,11 +80,26 @@ def test_baseline_mark_and_one_seed_notes(cells, report_cfg):
     assert not any(n.startswith("†") for n in one.notes)
 
 
+def e_metric(b):
+    return next(m for m in b.columns if m.name == "cv")
+
+
 def test_controls_compact_delta_and_unchanged_mark(cells, report_cfg):
     b = make_board(cells, report_cfg(columns=["recall_at_1", "cv"]))
     i = int(b.table.index[(b.table.loss == "infonce") & (b.table.k == 4)][0])
     e = b.entry(i, next(m for m in b.columns if m.name == "cv"))
-    assert e.value == "0.210" and e.delta == "−0.040" and e.unchanged and e.control == "Δ −0.040°"
+    # Δ over seeds −0.05, −0.04, −0.03: its t-interval over seeds excludes 0, so no °, even
+    # though no cell's own interval moved (changed_cv False): ° is decided on seeds
+    assert e.value == "0.210" and e.delta == "−0.040" and not e.unchanged
+    assert e.control == "Δ −0.040"
+    flat = cells.assign(control_cv=0.21 + 0.02 * (cells.seed == 1),
+                        delta_cv=lambda c: c.cv - c.control_cv)
+    e = make_board(flat, report_cfg(columns=["recall_at_1", "cv"])).entry(i, e_metric(b))
+    assert e.unchanged and e.control.endswith("°")  # −0.01, −0.02, +0.01 over seeds covers 0
+    one = make_board(cells[cells.seed == 0], report_cfg(columns=["recall_at_1", "cv"]))
+    j = int(one.table.index[(one.table.loss == "infonce") & (one.table.k == 4)][0])
+    assert not one.entry(j, e_metric(one)).unchanged  # one seed: undecided, no °
+    assert any("with one seed that is undecided" in n for n in one.notes)
     assert "control_cv_mean" not in [c for c in csv_table(b).columns if c.startswith("cv")]
     assert {"control_cv_mean", "delta_cv_mean", "changed_cv_n"} <= set(csv_table(b).columns)
     header = next(line for line in to_markdown(b).splitlines() if line.startswith("|"))
@@ -143,5 +158,6 @@ def test_paper_section_states_the_level(level):
              "batch_size": b, "seed": 0, "status": "ok", "cv": c, "cv_lo": c - 0.002,
              "cv_hi": c + 0.002} for b, c in ((8, 0.3), (32, 0.25), (128, 0.2))]
     text, _, _ = side_by_side(pd.DataFrame(rows), "laplace", level)
-    assert f"({level:.0%} interval)" in text and f"trained slope [{level:.0%}]" in text
+    assert f"cells' {level:.0%} intervals over held-out rows" in text  # one seed: undecided
+    assert f"trained slope [{level:.0%}, over]" in text
     assert "95%" not in text

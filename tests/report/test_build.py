@@ -49,7 +49,7 @@ def inputs() -> Inputs:
 
 def test_build_is_complete(inputs):
     report = build(inputs)
-    assert len(report.cells) == 36 and report.failed == 1
+    assert len(report.cells) == 108 and report.failed == 1  # 36 settings × 3 seeds
     assert len(report.board.table) == 36 and report.board.axes == ("loss", "arch", "k", "tau")
     assert [m.name for m in report.board.columns] == ["recall_at_1", "risk_keval", "ce", "cv",
                                                      "ad_mean", "ad_pass_frac", "dp_pass_frac"]
@@ -64,10 +64,13 @@ def test_build_is_complete(inputs):
     assert set(report.history.series) == set(report.cells.loss)  # one series per variant
     flat = report.summary.flat()
     assert all(isinstance(v, int | float) for v in flat.values())  # DVC metrics: numbers
-    assert flat["cells"] == 36 and "mean_recall_at_1" in flat and "best_recall_at_1" in flat
+    assert flat["cells"] == 108 and "mean_recall_at_1" in flat and "best_recall_at_1" in flat
     assert report.cells_columns[:5] == ("rank", "loss", "arch", "k", "tau")
     assert {s.name for s in report.figures} >= {"cv_vs_k", "recall_vs_k", "variant_recall_at_1",
-                                                "bound_terms", "norm_histograms"}
+                                                "bound_terms", "norm_histograms",
+                                                "critical_difference"}
+    assert len(report.ranks) == 3 and len(report.pairs) == 3  # three losses over 12 settings
+    assert {"compare_iman_davenport_p", "compare_cd", "compare_infonce_mean_rank"} <= set(flat)
 
 
 def test_write_gives_every_declared_output(inputs, tmp_path):
@@ -82,9 +85,9 @@ def test_write_gives_every_declared_output(inputs, tmp_path):
         assert path.exists(), out
     assert len(list((tmp_path / "plots").glob("*.png"))) == len(report.figures)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["cells"] == 36 and metrics["failed"] == 1
+    assert metrics["cells"] == 108 and metrics["failed"] == 1
     assert all(not isinstance(v, dict | list | str) for v in metrics.values())
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["cells"] == 36 and "paper_claims" in summary
+    assert summary["cells"] == 108 and "paper_claims" in summary
     page = (tmp_path / "leaderboard.html").read_text()
     assert page.count("data:image/png;base64,") == len(report.figures)

@@ -57,9 +57,17 @@ def test_write(rng, tmp_path, capture):
     assert got["method"] == "wls_sandwich" and got["slope_expansion"] is not None
     value, cov = sweep.leading()
     lead = fit_loglog_slope(sweep.ks, value, gap_cov=cov, k_min=8)
-    assert got["slope_leading"] == pytest.approx(lead.slope, abs=1e-5)
-    assert got["slope_leading_ci_high"] == pytest.approx(lead.ci_high, abs=1e-5)
-    assert got["leading_covers_minus_one"] == (lead.ci_low <= -1 <= lead.ci_high)
+    assert got["regime"] == "in the asymptotic regime"  # τ = 1: small corrections at k ≥ 8
+    check = got["internal_check"]  # the −1-by-construction slope, labelled, not evidence
+    assert "by construction" in check["what"]
+    assert check["slope_leading"] == pytest.approx(lead.slope, abs=1e-5)
+    assert check["ci_high"] == pytest.approx(lead.ci_high, abs=1e-5)
+    assert check["covers_minus_one"] == (lead.ci_low <= -1 <= lead.ci_high)
+    expansion = fit_loglog_slope(sweep.ks, sweep.expansion(sweep.ks), gap_cov=sweep.gap_cov,
+                                 k_min=8)
+    assert got["slope_expansion"] == pytest.approx(expansion.slope, abs=1e-5)
+    assert got["slope_minus_expansion"] == pytest.approx(want.slope - expansion.slope, abs=2e-5)
+    assert got["c1_ci_low"] < got["c1"] < got["c1_ci_high"]
     assert_drawn_png(tmp_path / "plots" / "one_over_k.png")
     full, zoom = figs[0].axes
     for ax in (full, zoom):  # each encoder's k·(CE − R_k) of the first cell, c0
@@ -72,6 +80,19 @@ def test_write(rng, tmp_path, capture):
             np.testing.assert_allclose(line.get_ydata(), [r["k"] * r["gap"] for r in rows])
     assert any(f"slope {entry['trained']['slope']:.4f}" in ln.get_label() for ln in full.get_lines())
     assert full.get_xscale() == "log" and "Proposition 1" in full.get_title()
+
+
+def test_outside_the_regime_only_the_raw_slope(rng, tmp_path):
+    """τ = 0.1: |c₂/c₁|/8 or |c₃/c₁|/64 is far above 0.1, so no expansion number is published."""
+    (tmp_path / "plots").mkdir()
+    rows, sweep = _rows(rng, "trained", tau=0.1)
+    c1, c2, c3 = map(float, sweep.coef)
+    assert abs(c2 / c1) / 8 > 0.1 or abs(c3 / c1) / 64 > 0.1
+    entry = one_over_k.write(pd.DataFrame(rows), pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
+    got = entry["trained"]
+    assert got["regime"].startswith("outside the asymptotic regime")
+    assert got["slope"] is not None
+    assert not {"c1", "c2", "c3", "slope_expansion", "internal_check"} & set(got)
 
 
 def test_write_with_an_upper_end_and_old_rows(rng, tmp_path):

@@ -1,0 +1,221 @@
+"""The comparison across conditions as tables: ``reports/ranks.csv``, ``reports/pairs.csv``, the
+CD diagram's values, the leaderboard's tiers and the ``metrics.json`` summary.
+
+The values of ``report.compare`` (default: the losses) are the methods; the blocks are the
+combinations of the other grid axes that vary among the ok cells (seeds averaged within a block);
+the score is ``report.primary``. The statistics are :func:`pipeline.stats.compare.compare`; this
+module only shapes its cells into the ``(blocks, methods, seeds)`` array and its results into rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.config import ReportConfig
+from pipeline.metrics import Metric, is_metric, lookup
+from pipeline.report.render import fmt_value, pct
+from pipeline.report.tables import axes_in, ok_cells, varying
+from pipeline.seeding import numpy_generator
+from pipeline.stats.compare import Comparison, compare
+
+RANKS_COLUMNS = ("tier", "method", "mean_rank", "iqm", "iqm_lo", "iqm_hi", "mean", "mean_lo",
+                 "mean_hi", "win_rate", "borda", "blocks", "blocks_missing", "blocks_ranked",
+                 "scores")
+PAIRS_COLUMNS = ("a", "b", "p_a_better", "p_a_better_lo", "p_a_better_hi", "blocks",
+                 "rank_difference", "cd", "nemenyi", "wilcoxon_p", "wilcoxon_holm_p",
+                 "wilcoxon_holm")
+
+
+@dataclass(frozen=True)
+class CrossComparison:
+    """The comparison of the values of ``axis`` over the blocks of ``block_axes``.
+
+    result: None when it cannot be made (``reason`` says why: fewer than 2 methods or no
+    metric); metric: the score (``report.primary``); seeds: the most seeds of any cell.
+    """
+
+    axis: str
+    metric: Metric | None
+    block_axes: tuple[str, ...]
+    blocks: tuple[tuple[Any, ...], ...]
+    result: Comparison | None
+    reason: str
+    alpha: float
+    level: float
+
+
+def score_array(cells: pd.DataFrame, axis: str, metric: str,
+                block_axes: list[str]) -> tuple[np.ndarray, list[str], list[tuple[Any, ...]]]:
+    """``(N, m, S)`` scores (NaN: missing), the method names and the block keys."""
+    methods = [str(v) for v in sorted(cells[axis].dropna().unique(), key=str)]
+    if block_axes:
+        keyed = cells.groupby(block_axes, dropna=False, sort=True)
+        parts = [(k if isinstance(k, tuple) else (k,), p) for k, p in keyed]
+    else:
+        parts = [((), cells)]
+    seeds = max(int(p.groupby(axis).size().max()) for _, p in parts)
+    scores = np.full((len(parts), len(methods), seeds), np.nan)
+    for i, (_, part) in enumerate(parts):
+        for j, name in enumerate(methods):
+            x = part.loc[part[axis].astype(str) == name, metric].to_numpy(float)
+            scores[i, j, : x.size] = x
+    return scores, methods, [k for k, _ in parts]
+
+
+def cross_compare(cells: pd.DataFrame, cfg: ReportConfig) -> CrossComparison:
+    """The comparison ``cfg.compare`` asks for, on ``cfg.primary``, of the ok cells."""
+    axis, name = cfg.compare, cfg.primary
+    good = ok_cells(cells)
+    if axis == "loss" and "objective" in good:  # a supervised cell trains no contrastive loss
+        good = good[good.objective == "contrastive"]
+    metric = lookup(name) if is_metric(name) and name in good else None
+
+    def none(reason: str) -> CrossComparison:
+        return CrossComparison(axis, metric, (), (), None, reason, cfg.alpha, cfg.level)
+
+    if metric is None or not metric.ranked:
+        return none(f"report.primary = {name!r} is not a ranked metric of these cells")
+    good = good[good[name].notna()]
+    if axis not in good or good[axis].nunique() < 2:
+        return none(f"report.compare = {axis!r}: fewer than 2 values among the ok cells")
+    block_axes = [a for a in varying(good, axes_in(good)) if a not in (axis, "seed")]
+    scores, methods, blocks = score_array(good, axis, name, block_axes)
+    rng = numpy_generator("report.compare", axis, name)
+    result = compare(scores, methods, bool(metric.higher), rng, alpha=cfg.alpha, level=cfg.level,
+                     n_boot=cfg.bootstrap)
+    return CrossComparison(axis, metric, tuple(block_axes), tuple(blocks), result, "", cfg.alpha,
+                           cfg.level)
+
+
+def ranks_table(cc: CrossComparison) -> pd.DataFrame:
+    """``ranks.csv``: one row per method, best mean rank first."""
+    if cc.result is None:
+        return pd.DataFrame(columns=list(RANKS_COLUMNS))
+    r = cc.result.ranking
+    rows = []
+    for j in r.order:
+        agg = cc.result.methods[j]
+        rows.append({"tier": r.tier[j], "method": r.methods[j], "mean_rank": r.mean_rank[j],
+                     "iqm": agg.iqm.estimate, "iqm_lo": agg.iqm.low, "iqm_hi": agg.iqm.high,
+                     "mean": agg.mean.estimate, "mean_lo": agg.mean.low, "mean_hi": agg.mean.high,
+                     "win_rate": agg.win_rate, "borda": agg.borda, "blocks": agg.blocks,
+                     "blocks_missing": agg.blocks_missing, "blocks_ranked": r.blocks_complete,
+                     "scores": agg.scores})
+    return pd.DataFrame(rows, columns=list(RANKS_COLUMNS)).rename(columns={"method": cc.axis})
+
+
+def pairs_table(cc: CrossComparison) -> pd.DataFrame:
+    """``pairs.csv``: one row per pair, a before b in rank order."""
+    if cc.result is None:
+        return pd.DataFrame(columns=list(PAIRS_COLUMNS))
+    r, rows = cc.result.ranking, []
+    names = [r.methods[j] for j in r.order]
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            t, imp = r.pair(a, b), cc.result.improvement(a, b)
+            rows.append({"a": a, "b": b, "p_a_better": imp.probability.estimate,
+                         "p_a_better_lo": imp.probability.low,
+                         "p_a_better_hi": imp.probability.high, "blocks": t.blocks,
+                         "rank_difference": t.rank_difference, "cd": r.cd,
+                         "nemenyi": "differs" if t.nemenyi_differs else "not separated",
+                         "wilcoxon_p": t.wilcoxon_p, "wilcoxon_holm_p": t.holm_p,
+                         "wilcoxon_holm": "differs" if t.wilcoxon_differs else "not separated"})
+    return pd.DataFrame(rows, columns=list(PAIRS_COLUMNS))
+
+
+def summary(cc: CrossComparison) -> dict[str, Any]:
+    """The ``metrics.json`` part (flattened there as ``compare_*``)."""
+    if cc.result is None:
+        return {}
+    r = cc.result.ranking
+    out: dict[str, Any] = {
+        "blocks": r.blocks_total, "blocks_ranked": r.blocks_complete, "seeds": cc.result.seeds,
+        "friedman_p": r.friedman.chi2_p, "iman_davenport_p": r.friedman.iman_davenport_p,
+        "cd": r.cd, "tiers": max(r.tier)}
+    for j, name in enumerate(r.methods):
+        agg = cc.result.methods[j]
+        out[name] = {"mean_rank": float(r.mean_rank[j]), "tier": r.tier[j],
+                     "iqm": agg.iqm.estimate, "win_rate": agg.win_rate}
+    return out
+
+
+def tier_of(cc: CrossComparison) -> dict[str, int]:
+    """Method name → its tier (empty without a comparison)."""
+    if cc.result is None:
+        return {}
+    r = cc.result.ranking
+    return dict(zip(r.methods, r.tier, strict=True))
+
+
+def tiers_text(cc: CrossComparison) -> str:
+    """One line: the tiers in order, ``{a, b} > {c}``, or why there is no comparison."""
+    if cc.result is None:
+        return f"No comparison across settings: {cc.reason}."
+    r = cc.result.ranking
+    by_tier: dict[int, list[str]] = {}
+    for j in r.order:
+        by_tier.setdefault(r.tier[j], []).append(r.methods[j])
+    return " > ".join("{" + ", ".join(v) + "}" for _, v in sorted(by_tier.items()))
+
+
+def notes(cc: CrossComparison) -> list[str]:
+    """The leaderboard's sentences about the comparison (what it is over, what it says)."""
+    if cc.result is None:
+        return [f"No ranking of {cc.axis} across settings: {cc.reason}."]
+    r, m = cc.result.ranking, cc.metric
+    assert m is not None
+    over = " × ".join(cc.block_axes) or "one setting"
+    f = r.friedman
+    test = (f"Friedman χ² = {fmt_value(f.chi2)}, p = {fmt_value(f.chi2_p)}; Iman–Davenport "
+            f"p = {fmt_value(f.iman_davenport_p)}") if np.isfinite(f.chi2_p) else \
+        "Friedman test: needs 2 or more complete settings"
+    verdict = (f"tiers {tiers_text(cc)}" if r.separated else
+               f"the {len(r.methods)} values of {cc.axis} cannot be separated at α = {r.alpha:g}"
+               " (one tier)")
+    lines = [f"Tier: {cc.axis} values that the {r.blocks_complete} settings ({over}; seeds "
+             f"averaged) cannot tell apart on {m.label} ({m.better} is better): {test}; "
+             f"Nemenyi CD = {fmt_value(r.cd)} mean ranks; {verdict}. The # column ranks "
+             "within this table only; ranks.csv, pairs.csv and the CD diagram have the rest."]
+    if cc.result.seeds < 2:
+        lines.append("IQM and P(A > B) intervals: one seed per cell, so none (they are over "
+                     "seeds).")
+    else:
+        lines.append(f"IQM and P(A > B) intervals in ranks.csv / pairs.csv: {pct(cc.level)} "
+                     "stratified bootstrap over seeds (resampled within each setting).")
+    missing = [a.method for a in cc.result.methods if a.blocks_missing]
+    if missing:
+        lines.append(f"Left out, not filled in: settings without a cell of {', '.join(missing)} "
+                     "(counted in ranks.csv, blocks_missing).")
+    return lines
+
+
+def _interval(est: float, lo: float, hi: float, metric: Metric | None = None) -> str:
+    scale = 100.0 if metric is not None and metric.unit == "%" else 1.0
+    text = fmt_value(est * scale)
+    if np.isfinite(lo) and np.isfinite(hi):
+        text += f" [{fmt_value(lo * scale)}, {fmt_value(hi * scale)}]"
+    return text
+
+
+def display(cc: CrossComparison) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The board's table of the comparison: (title, header, rows as text), best first."""
+    table = ranks_table(cc)
+    if cc.result is None or not len(table):
+        return ("", (), ())
+    m = cc.metric
+    assert m is not None
+    unit = " (%)" if m.unit == "%" else ""
+    seeds = f" [{pct(cc.level)} over seeds]" if cc.result.seeds > 1 else " (1 seed: no interval)"
+    header = (cc.axis, "Tier", "Mean rank", f"IQM {m.label}{unit}{seeds}",
+              "Win rate", "Borda", "Settings (missing)")
+    rows = tuple((str(getattr(r, cc.axis)), fmt_value(r.tier), f"{r.mean_rank:.2f}",
+                  _interval(r.iqm, r.iqm_lo, r.iqm_hi, m), f"{r.win_rate:.2f}",
+                  fmt_value(r.borda), f"{r.blocks} ({r.blocks_missing})")
+                 for r in table.itertuples())
+    title = (f"{cc.axis} across {cc.result.ranking.blocks_total} settings "
+             f"({' × '.join(cc.block_axes) or 'one setting'}), on {m.label}")
+    return (title, header, rows)
