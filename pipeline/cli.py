@@ -126,8 +126,8 @@ def _schema(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     """Retrain a sample of the workspace's done cells and compare them with the stored ones."""
     from pipeline.runtime import context, storage
-    from pipeline.runtime.store import store_root
-    from pipeline.runtime.verify import read_checks, sample, to_markdown, verify_grid
+    from pipeline.runtime.store import read_verify_checks, store_root
+    from pipeline.runtime.verify import sample, to_markdown, verify_grid
 
     if args.sample is not None and args.sample < 1:
         raise UsageError(f"--sample {args.sample}: must be >= 1")
@@ -151,7 +151,7 @@ def _verify(args: argparse.Namespace) -> int:
     store = store_root(params.compute.storage)
     results = verify_grid(params, rows, store, dataset, chosen, params.train.threads)
     print(to_markdown(results), end="")
-    checks = read_checks(store, rows)
+    checks = read_verify_checks(store, rows)
     print(f"checks recorded in {store}/verify/ ({len(checks)} of the grid's {len(rows)} cells "
           "have one); the report stage marks them in the leaderboard")
     if not args.no_report and context.STATS.exists():

@@ -14,12 +14,16 @@ from pipeline.report.build import Inputs, build
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
 from pipeline.runtime import storage
+from pipeline.runtime.store import read_verify_checks, store_root
 from pipeline.runtime.tracking import Tracker, run_key
 
 
 def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[str], np.ndarray]]:
     """The stage tables and the cells' records as :class:`Inputs`, and cell id → the norms of
     its held-out embeddings (for the norm histograms)."""
+    checks = read_verify_checks(store_root(params.compute.storage), grid.to_dict("records"))
+    grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
+        lambda c: bool(checks[c]["reproduced"]) if c in checks else None))
     folders = ctx.cell_folders(grid)
     records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
                if (f / "cell.json").exists()}

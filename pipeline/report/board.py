@@ -207,6 +207,18 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
         n = int(cells.stale.fillna(False).astype(bool).sum())
         notes.append(f"{ROW_MARK}: {n} cell(s) are stale, trained by other code "
                      "(train.on_code_change: keep); see the stale column of cells.csv.")
+    if "training_id" in cells and cells.training_id.nunique() < len(cells):
+        shared = cells[cells.training_id.duplicated(keep=False)]
+        notes.append(f"{len(shared)} cells share {shared.training_id.nunique()} trainings: their "
+                     "loss reads no k (nor train.negatives), so its rows at different k are one "
+                     "trained encoder evaluated at each k (training_id in cells.csv), not "
+                     "independent replicates.")
+    if "reproduced" in cells and cells.reproduced.notna().any():
+        checked = cells.reproduced.dropna().astype(bool)
+        notes.append(f"cbench verify retrained {len(checked)} cell(s) from their records: "
+                     f"{int(checked.sum())} reproduced within its stated tolerances"
+                     + ("" if checked.all() else ", " + str(int((~checked).sum())) + " did not")
+                     + " (reproduced column of cells.csv).")
     if any(s.title.startswith("Best setting of each") for s in board["sections"]):
         primary = board["primary"].label if board["primary"] is not None else "the primary metric"
         notes.append(f"Best setting of each variant: chosen on the same held-out {primary} it "

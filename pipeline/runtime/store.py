@@ -240,3 +240,21 @@ def _publish_objects(work: Dir, final: Dir, new: Mapping[str, Any]) -> Published
     storage.move_file(work / "cell.json", final / "cell.json")
     storage.remove_tree(work)
     return Published(False, new)
+
+
+def verify_record_path(store: Location, training_id: str, version: str) -> Location:
+    """Where ``cbench verify``'s check of a cell is kept: beside the cells, per training and
+    version (:mod:`pipeline.runtime.verify`)."""
+    return storage.location(store) / "verify" / training_id / f"{version}.json"
+
+
+def read_verify_checks(store: Location,
+                       rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """cell id → its latest check, for the manifest ``rows`` (``data/grid.json`` cells)."""
+    out = {}
+    for row in rows:
+        path = verify_record_path(store, str(row.get("training_id") or row["cell_id"]),
+                                  str(row.get("version", "")))
+        if storage.exists(path):
+            out[str(row["cell_id"])] = storage.read_json(path)
+    return out

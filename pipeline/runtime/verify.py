@@ -10,7 +10,7 @@ about 1e-6 relative per operation and drifts over a training; on the machine tha
 cell, the differences are 0 or at rounding level.
 
 Each check is written to the cell store beside the cell (``<store>/verify/<training id>/
-<version>.json``), so every workspace that uses the cell sees it; the report stage marks
+<version>.json``, :func:`pipeline.runtime.store.verify_record_path`), so every workspace that uses the cell sees it; the report stage marks
 reproduced cells and ``cells.csv`` carries the result.
 """
 
@@ -30,6 +30,7 @@ from pipeline.grid import Cell
 from pipeline.runtime import storage
 from pipeline.runtime.cells import run_cell
 from pipeline.runtime.storage import Location
+from pipeline.runtime.store import verify_record_path
 from pipeline.stats import alignment, anderson_darling, thin_shell_cv, uniformity
 
 
@@ -137,22 +138,6 @@ def verify_cell(cell: Cell, folder: Location, version: str, dataset: Dataset,
                         checks, time.perf_counter() - start)
 
 
-def record_path(store: Location, training_id: str, version: str) -> Location:
-    """Where a cell's check is kept: beside the cells, per training and version."""
-    return storage.location(store) / "verify" / training_id / f"{version}.json"
-
-
-def read_checks(store: Location, rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """cell id → its latest check, for the manifest ``rows`` (``data/grid.json`` cells)."""
-    out = {}
-    for row in rows:
-        path = record_path(store, str(row.get("training_id") or row["cell_id"]),
-                           str(row.get("version", "")))
-        if storage.exists(path):
-            out[str(row["cell_id"])] = storage.read_json(path)
-    return out
-
-
 def sample(rows: Sequence[Mapping[str, Any]], n: int, seed: int) -> list[Mapping[str, Any]]:
     """``n`` done rows, one per training, drawn without replacement by ``seed`` (grid order)."""
     done: dict[str, Mapping[str, Any]] = {}
@@ -170,7 +155,7 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
                 dataset: Dataset, chosen: Sequence[Mapping[str, Any]],
                 threads: int = 1) -> list[Verification]:
     """Retrain the ``chosen`` manifest rows' cells (of ``params``'s grid) and record each check
-    in the store (:func:`record_path`)."""
+    in the store (:func:`pipeline.runtime.store.verify_record_path`)."""
     from tqdm import tqdm
 
     from pipeline.config import expand
@@ -188,7 +173,7 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
         meta = {k: record[k] for k in ("git_sha", "dataset_hash", "code_version", "version",
                                        "code_fingerprint") if k in record}
         result = verify_cell(cell, folder, str(row["version"]), dataset, meta, threads)
-        storage.atomic_write_json(record_path(store, cell.training_id, str(row["version"])),
+        storage.atomic_write_json(verify_record_path(store, cell.training_id, str(row["version"])),
                                   result.as_record())
         out.append(result)
     return out
