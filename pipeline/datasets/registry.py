@@ -38,7 +38,8 @@ class DatasetSpec:
     ``augmentation``: its family of views in :data:`AUGMENTATIONS`, whose options dataclass is
     ``data.augment``; ``augment_defaults`` overrides that family's defaults for this dataset.
     ``labels``: what the loader gives as ``y`` (class ids, continuous values, or nothing).
-    ``modules``: where the data are made or read (the code fingerprint of its cells).
+    ``modules``: where the data are made or read, for readers (the code fingerprint follows the
+    loader's references and does not read it).
     """
 
     load: Loader
@@ -47,7 +48,7 @@ class DatasetSpec:
     labels: Literal["none", "class", "continuous"]
     augmentation: str
     augment_defaults: Mapping[str, Any] = field(default_factory=dict)
-    modules: tuple[str, ...] = ()  # where the data are made or read (its code fingerprint)
+    modules: tuple[str, ...] = ()  # where the data are made or read
 
     @property
     def augment_options(self) -> type:

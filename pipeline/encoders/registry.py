@@ -27,7 +27,8 @@ Builder = Callable[[tuple[int, ...], int, Mapping[str, Any]], nn.Module]
 class EncoderSpec:
     """One registered encoder. ``options``: a frozen dataclass of its options
     (``arch_options.<arch>``, see :mod:`pipeline.options`); ``kind``: the dataset kinds it takes;
-    ``modules``: where its network is built (its code fingerprint)."""
+    ``modules``: where its network is built, for readers (the code fingerprint follows the
+    builder's references and does not read it)."""
 
     build: Builder
     options: type

@@ -72,9 +72,10 @@ class LossSpec:
     ``options``: a frozen dataclass declaring the options with defaults and constraints (see
     :mod:`pipeline.options`); the params schema validates ``loss_options.<name>`` against it.
     ``min_k``: the fewest negatives per anchor the loss is defined for (checked in ``resolve``).
-    ``modules``: the modules whose code computes the loss (its code fingerprint); the adapter's
-    own module is added. ``similarity``: builds ``LossBatch.similarity`` from the batch's clean
-    inputs and labels (the training loop calls it for every batch).
+    ``modules``: the modules whose code computes the loss, for readers; the code fingerprint
+    (:mod:`pipeline.fingerprint`) follows the adapter's own references and does not read it.
+    ``similarity``: builds ``LossBatch.similarity`` from the batch's clean inputs and labels
+    (the training loop calls it for every batch).
     """
 
     fn: LossFn
