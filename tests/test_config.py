@@ -171,13 +171,14 @@ def test_every_profile_validates(profile, monkeypatch):
     assert cells and len({c.cell_id for c in cells}) == len(cells)
 
 
-def test_a_profile_asking_for_more_cpus_than_this_machine_has_is_refused(monkeypatch):
+def test_a_profile_asking_for_more_cpus_than_this_machine_has_is_refused(monkeypatch, tmp_path):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(rules, "local_cores", lambda: 2)
     with pytest.raises(ConfigError, match=r"compute.num_cpus = 4: a cell's task would never "
                                           r"start on the local Ray instance, which has 2 CPUs"):
         load(ROOT / "params.yaml", ROOT / "profiles" / "cifar10-resnet18-gpu.yaml")
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # a cluster's nodes may be larger
+    monkeypatch.setenv("CBENCH_STORE", str(tmp_path))  # (a cluster run needs a shared store)
     load(ROOT / "params.yaml", ROOT / "profiles" / "cifar10-resnet18-gpu.yaml")
 
 
@@ -201,3 +202,9 @@ def test_storage_must_be_null_or_a_pyarrow_uri(tiny_params):
     assert _error(tiny_params).startswith("compute.storage = 'ftp://host/cells': must be null")
     tiny_params["compute"]["storage"] = "file:///shared/cells"
     assert from_mapping(tiny_params).compute.storage == "file:///shared/cells"
+
+
+def test_the_tau_floor_is_the_search_stages():
+    from pipeline.search.crn import MIN_TAU
+
+    assert rules.MIN_TAU == MIN_TAU
