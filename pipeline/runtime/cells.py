@@ -170,7 +170,10 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     published = publish(work, final)
     if published.kept:  # another writer's done cell was there first: it stays, reused
         kept = dict(published.record)
+        if kept.get("status") == "ok":
+            history = storage.read_frame(final / "history.parquet").drop(
+                columns="cell_id").to_dict("records")
         return CellOutcome(cell.cell_id, str(kept.get("status")), str(kept.get("reason", "")),
-                           wall, record=kept, reused=True,
+                           wall, history, kept, reused=True,
                            failure_class=str(kept.get("failure_class", "")))
     return CellOutcome(cell.cell_id, status, reason, wall, history, record, kind)

@@ -153,14 +153,14 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
 
         def finished(entry: Entry, outcome: CellOutcome) -> None:
             try:
-                if not outcome.reused:
-                    on_done(entry, outcome)
+                on_done(entry, outcome)  # also when its publish found the cell done (reused):
+                # most often our own earlier try of it (a retried task), which nobody else logs
                 remove_staging(entry.folder)  # our writer is back: what is left, a lost try left
             finally:
                 claims.release(entry.key)
 
         for outcome in run(mine, finished):
-            (reused if outcome.reused else outcomes)[outcome.cell_id] = outcome
+            outcomes[outcome.cell_id] = outcome
         pending = []
         for entry in others:
             holder = claims.holder(entry.key)
