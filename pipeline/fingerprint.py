@@ -279,12 +279,7 @@ def _target_names(target: ast.AST) -> tuple[list[str], list[str]]:
     if isinstance(target, ast.Name):
         return [target.id], []
     if isinstance(target, ast.Tuple | ast.List):
-        bound: list[str] = []
-        filled: list[str] = []
-        for t in target.elts:
-            b, f = _target_names(t)
-            bound, filled = bound + b, filled + f
-        return bound, filled
+        return _all_target_names(target.elts)
     if isinstance(target, ast.Starred):
         return _target_names(target.value)
     if isinstance(target, ast.Subscript | ast.Attribute):
@@ -295,17 +290,22 @@ def _target_names(target: ast.AST) -> tuple[list[str], list[str]]:
     return [], []
 
 
+def _all_target_names(targets: list[ast.expr]) -> tuple[list[str], list[str]]:
+    """:func:`_target_names` of several targets (``a, b = …``; ``a = b = …``), concatenated."""
+    bound: list[str] = []
+    filled: list[str] = []
+    for t in targets:
+        b, f = _target_names(t)
+        bound, filled = bound + b, filled + f
+    return bound, filled
+
+
 def _statement_names(stmt: ast.stmt) -> tuple[list[str], list[str]]:
     """(names a top-level statement binds, names it fills)."""
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return [stmt.name], []
     if isinstance(stmt, ast.Assign):
-        bound: list[str] = []
-        filled: list[str] = []
-        for t in stmt.targets:
-            b, f = _target_names(t)
-            bound, filled = bound + b, filled + f
-        return bound, filled
+        return _all_target_names(stmt.targets)
     if isinstance(stmt, ast.AnnAssign | ast.AugAssign):
         return _target_names(stmt.target)
     if isinstance(stmt, ast.Expr):  # X.update(...), X.append(...)
