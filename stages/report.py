@@ -46,7 +46,8 @@ def _run_metrics(runs: dict, grid: pd.DataFrame,
                  values: dict[str, list[tuple[str, float]]]) -> dict[str, list]:
     """Each cell's final metrics for its training's MLflow run. Cells that share a training (they
     differ only in keys it does not read, such as k for a loss without negatives) share its run,
-    so their metrics carry the grid values that tell them apart (``recall_at_1/k=16``)."""
+    so their metrics carry the grid values that tell them apart (``recall_at_1/k_16``: MLflow
+    allows no ``=`` or ``,`` in a metric name)."""
     training = dict(zip(grid.cell_id, grid.get("training_id", grid.cell_id), strict=True))
     version = dict(zip(grid.cell_id, grid.version, strict=True))
     sharing = grid.groupby(grid.get("training_id", grid.cell_id)).cell_id.transform("size")
@@ -61,7 +62,7 @@ def _run_metrics(runs: dict, grid: pd.DataFrame,
         if shared.get(cell_id):
             same = grid[grid.get("training_id", grid.cell_id) == training[cell_id]]
             row = grid[grid.cell_id == cell_id].iloc[0]
-            suffix = "/" + ",".join(f"{a}={row[a]}" for a in axes if same[a].nunique() > 1)
+            suffix = "".join(f"/{a}_{row[a]}" for a in axes if same[a].nunique() > 1)
         out.setdefault(run.info.run_id, []).extend((k + suffix, v, 0) for k, v in metrics)
     return out
 

@@ -142,6 +142,8 @@ def test_cells_that_differ_only_in_what_their_loss_ignores_are_one_training(proj
     assert grid.loc[("infonce", 4)].path != grid.loc[("infonce", 8)].path
     runs = _runs(project.path / "mlruns.db")
     assert sorted(runs["tags.cell_id"]) == sorted({*grid.training_id})  # one run per training
+    shared = runs[runs["tags.cell_id"] == a.training_id].iloc[0]  # each cell's metrics, by k
+    assert {"metrics.final_loss/k_4", "metrics.final_loss/k_8"} <= set(shared.dropna().index)
     cells = pd.read_csv(project.path / "reports" / "cells.csv").set_index(["loss", "k"])
     assert len(cells) == 4  # both k's of the shared training are evaluated and reported
     again = project.run(sys.executable, "-m", "stages.train").stdout
