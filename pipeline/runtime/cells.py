@@ -7,11 +7,12 @@ of the grid goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -131,10 +132,17 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     first-writer-wins (:func:`pipeline.runtime.store.publish`): if a done cell is already at
     ``folder``, it stays and the outcome is its record, ``reused``.
     """
+    with torch_threads(threads):
+        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``threads`` (``train.threads``), restored afterwards."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs)
+        yield
     finally:
         torch.set_num_threads(previous)
 

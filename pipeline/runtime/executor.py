@@ -36,7 +36,7 @@ from tqdm import tqdm  # noqa: E402
 from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
-from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
+from pipeline.runtime.cells import CellOutcome, run_cell, torch_threads  # noqa: E402
 from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
@@ -172,17 +172,11 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
 
 def _measure(cell: Cell, input_shape: tuple[int, ...], threads: int,
              plugins: Sequence[str]) -> dict[str, Any]:
-    import torch
-
     from pipeline.train import measure_compute_mode
 
     load_plugins(plugins)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         return measure_compute_mode(cell, input_shape).as_record()
-    finally:
-        torch.set_num_threads(previous)
 
 
 def resolve_auto_modes(cells: Sequence[Cell], input_shape: tuple[int, ...],
