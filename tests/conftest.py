@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -86,6 +87,42 @@ def _registries_restored():
             del sys.modules[name]
 
 
+@pytest.fixture(autouse=True)
+def _tracking_uri_unset(monkeypatch):
+    """No test sees another's MLflow server: ``$MLFLOW_TRACKING_URI`` names the server the
+    pipeline logs to (pipeline/runtime/tracking.py), and ``mlflow.set_tracking_uri`` sets it in
+    the environment, so one test reading its own database would send every later in-process
+    tracker and subprocess pipeline there."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    yield
+    if "mlflow" in sys.modules:
+        sys.modules["mlflow"].set_tracking_uri(None)  # also unsets the environment variable
+
+
+def mlflow_runs(db: Path) -> pd.DataFrame:
+    """Every run of the contrastive-bench experiment in the SQLite database ``db``, one row each
+    (``status``, ``tags.*``, ``metrics.*``, ``params.*``, as ``mlflow.search_runs`` names them);
+    read through a client of its own, so the process's tracking URI stays unset."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name("contrastive-bench")
+    runs = client.search_runs([experiment.experiment_id], max_results=50_000) if experiment else []
+    rows = [{"run_id": r.info.run_id, "status": r.info.status,
+             **{f"tags.{k}": v for k, v in r.data.tags.items()},
+             **{f"metrics.{k}": v for k, v in r.data.metrics.items()},
+             **{f"params.{k}": v for k, v in r.data.params.items()}} for r in runs]
+    return pd.DataFrame(rows, columns=None if rows else ["run_id", "status", "tags.cell_id"])
+
+
+def cell_runs(db: Path) -> pd.DataFrame:
+    """The runs of cells (tagged ``cell_id``) in ``db``."""
+    runs = mlflow_runs(db)
+    if "tags.cell_id" not in runs:
+        return runs.iloc[0:0].assign(**{"tags.cell_id": []})
+    return runs[runs["tags.cell_id"].notna()]
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fixed generator for tests that draw random data (pyproject puts the root on sys.path,
@@ -104,7 +141,7 @@ def venv_env(store: Path | None = None) -> dict[str, str]:
     resolve; ``store``: the cell store (CBENCH_STORE) of a test's project."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for key in ("CBENCH_PROFILE", "RAY_ADDRESS", "DVC_ROOT", "CBENCH_STORE"):
+    for key in ("CBENCH_PROFILE", "RAY_ADDRESS", "DVC_ROOT", "CBENCH_STORE", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)
     if store is not None:
         env["CBENCH_STORE"] = str(store)

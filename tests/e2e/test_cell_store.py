@@ -8,23 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mlflow
 import pandas as pd
 import pytest
 
-from tests.conftest import Project, copy_project, venv_env
+from tests.conftest import Project, cell_runs, copy_project, venv_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
 
 
 def _grid(project: Project) -> pd.DataFrame:
     return pd.DataFrame(json.loads((project.path / "data" / "grid.json").read_text())["cells"])
-
-
-def _runs(db: Path) -> pd.DataFrame:
-    mlflow.set_tracking_uri(f"sqlite:///{db}")
-    runs = mlflow.search_runs(experiment_names=["contrastive-bench"])
-    return runs[runs["tags.cell_id"].notna()]
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -122,7 +115,7 @@ def test_two_drivers_on_one_store_train_each_cell_once(project, tiny_params, tmp
     assert sum(trained) == 4, outputs  # k = 4, 8, 16, 32: each cell trained by one driver
     cells = {p.name: sorted(q.name for q in p.iterdir()) for p in project.cells.iterdir()}
     assert len(cells) == 4 and all(len(v) == 1 for v in cells.values())
-    runs = _runs(project.path / "mlruns.db")
+    runs = cell_runs(project.path / "mlruns.db")
     assert sorted(runs["tags.cell_id"]) == sorted(cells)  # one run per cell, in one database
     assert (runs.status == "FINISHED").all()
     for proj in (project, other):
@@ -140,7 +133,7 @@ def test_cells_that_differ_only_in_what_their_loss_ignores_are_one_training(proj
     a, b = grid.loc[("nt_xent", 4)], grid.loc[("nt_xent", 8)]
     assert a.training_id == b.training_id and a.path == b.path and a.cell_id != b.cell_id
     assert grid.loc[("infonce", 4)].path != grid.loc[("infonce", 8)].path
-    runs = _runs(project.path / "mlruns.db")
+    runs = cell_runs(project.path / "mlruns.db")
     assert sorted(runs["tags.cell_id"]) == sorted({*grid.training_id})  # one run per training
     shared = runs[runs["tags.cell_id"] == a.training_id].iloc[0]  # each cell's metrics, by k
     assert {"metrics.final_loss/k_4", "metrics.final_loss/k_8"} <= set(shared.dropna().index)

@@ -10,10 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-import mlflow
 import pytest
 
-from tests.conftest import ROOT, Project, copy_project
+from tests.conftest import ROOT, Project, cell_runs, copy_project, mlflow_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
 DVC = str(Path(sys.executable).parent / "dvc")
@@ -81,9 +80,8 @@ def test_workspace_and_queued_experiments_keep_their_numbers(repo):
     assert set(data["params"]) == {"params.tracked.yaml"}  # no second copy of the params
 
     # every experiment logged into the project's own database
-    mlflow.set_tracking_uri(f"sqlite:///{repo.path / 'mlruns.db'}")
-    runs = mlflow.search_runs(experiment_names=["contrastive-bench"])
-    cells = runs[runs["tags.cell_id"].notna()]
+    runs = mlflow_runs(repo.path / "mlruns.db")
+    cells = cell_runs(repo.path / "mlruns.db")
     assert cells["tags.cell_id"].nunique() == 4 and (cells.groupby("tags.cell_id").size() == 1).all()
     invocations = runs[runs["tags.cbench.kind"] == "invocation"]
     assert (invocations["tags.cbench.stage"] == "train").sum() >= 3  # baseline and both exps

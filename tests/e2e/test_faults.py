@@ -10,22 +10,19 @@ import threading
 import time
 from pathlib import Path
 
-import mlflow
 import pandas as pd
 import pytest
 import yaml
 
 from pipeline.runtime import store
-from tests.conftest import ROOT, venv_env
+from tests.conftest import ROOT, cell_runs, venv_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
 NAN_PLUGIN = str(ROOT / "tests" / "fixtures" / "nan_loss.py")
 
 
 def _cell_runs(path: Path) -> pd.DataFrame:
-    mlflow.set_tracking_uri(f"sqlite:///{path / 'mlruns.db'}")
-    runs = mlflow.search_runs(experiment_names=["contrastive-bench"])
-    return runs[runs["tags.cell_id"].notna()]
+    return cell_runs(path / "mlruns.db")
 
 
 def test_a_failing_cell_is_recorded_and_the_grid_goes_on(project, tiny_params):

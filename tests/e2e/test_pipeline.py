@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 
-import mlflow
 import pandas as pd
 import pytest
+
+from tests.conftest import cell_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
 
 
 def _finished_runs_per_cell(path) -> pd.Series:
-    mlflow.set_tracking_uri(f"sqlite:///{path / 'mlruns.db'}")
-    runs = mlflow.search_runs(experiment_names=["contrastive-bench"])
-    cell_runs = runs[runs["tags.cell_id"].notna()]
-    return cell_runs[cell_runs.status == "FINISHED"].groupby("tags.cell_id").size()
+    runs = cell_runs(path / "mlruns.db")
+    return runs[runs.status == "FINISHED"].groupby("tags.cell_id").size()
 
 
 def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
