@@ -173,6 +173,21 @@ _ENTRIES = (
 
 METRICS: dict[str, Metric] = {m.name: m for m in _ENTRIES}
 
+# What the interval a single cell carries in cells.csv (``<name>_lo``/``_hi``, or ``<name>_se``)
+# is over. A cell is one seed, so none of these is over seeds: they measure one fixed encoder
+# (rows, anchors) or spread over coordinates, which is not a confidence interval (SPEC §6).
+_ANCHORS_SE = "held-out anchors (standard error of the mean)"
+_COORDINATES = "coordinates (a spread over the d coordinates, not a confidence interval)"
+CELL_INTERVALS: dict[str, str] = {
+    "risk_keval": _ANCHORS_SE, "risk_k": _ANCHORS_SE, "ce": _ANCHORS_SE, "ce_m": _ANCHORS_SE,
+    "finite_k_gap": _ANCHORS_SE,
+    "slope": "held-out anchors (the fit's confidence interval over the k sweep)",
+    "cv": "held-out rows (percentile bootstrap)",
+    "ad_mean": _COORDINATES, "dp_p_mean": _COORDINATES,
+    "ad_pass_frac": "coordinates (Wilson interval of the fraction of coordinates that pass)",
+    "dp_pass_frac": "coordinates (Wilson interval of the fraction of coordinates that pass)",
+}
+
 
 def _derived(base: Metric, name: str, layer: str, rep: str, control: str) -> Metric:
     """The entry of ``<layer><rep><control><base>`` (any prefix may be empty)."""

@@ -148,6 +148,21 @@ class Tracker:
                                   params=[e for e in chunk if isinstance(e, Param)],
                                   tags=[e for e in chunk if isinstance(e, RunTag)])
 
+    def log_release(self, name: str, commit: str, archive: Path,
+                    counts: Mapping[str, int]) -> str:
+        """One finished run for the release ``name`` (tags: ``cbench.kind = release``, its name
+        and commit; its cell counts as params), its ``.tar.gz`` as the run's artifact, so the
+        MLflow UI lists releases beside the cells. Returns the run's id."""
+        run = self.client.create_run(
+            self.experiment_id, run_name=f"release-{name}",
+            tags={"cbench.kind": "release", "cbench.release": name, MLFLOW_GIT_COMMIT: commit,
+                  **_origin()})
+        run_id = str(run.info.run_id)
+        self.log(run_id, params={f"cells.{k}": v for k, v in counts.items()})
+        self.client.log_artifact(run_id, str(archive))
+        self.end(run_id)
+        return run_id
+
 
 def _param_str(value: Any) -> str:
     return str(value)[:6000]
