@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeline.config import Params
 from pipeline.datasets import DATASETS
-from pipeline.report import figures, leaderboard, papers, ranks
+from pipeline.report import figures, leaderboard, one_over_k, papers, ranks
 from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
@@ -41,8 +41,8 @@ class Inputs:
 @dataclass(frozen=True)
 class Summary:
     """``reports/metrics.json``: counts, the headline metrics' means over ok cells and their
-    best cells, the control sentences and the paper claims (``one_over_k`` is added when the
-    law's plot is written)."""
+    best cells, the control sentences and the paper claims; ``extra``: the comparison across
+    settings (``compare``) and the O(1/k) law's fits (``one_over_k``)."""
 
     cells: int
     failed: int
@@ -105,6 +105,7 @@ class Report:
     papers: pd.DataFrame
     history: pd.DataFrame  # history.csv (DVC plots)
     figures: tuple[figures.FigureSpec, ...]
+    one_over_k: one_over_k.OneOverK  # one_over_k.csv and its plot
     summary: Summary
     mlflow: dict[str, list[tuple[str, float]]]  # cell id -> (registry name, value)
 
@@ -185,9 +186,8 @@ def build(inputs: Inputs) -> Report:
     params = inputs.params
     cfg = params.report
     cells = leaderboard.join(inputs.grid, inputs.records, inputs.stats, inputs.search,
-                             params.train.epochs, inputs.bounds, inputs.params_hash, cfg.level,
-                             cfg.primary)
-    cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)
+                             params.train.epochs, inputs.bounds, inputs.params_hash, cfg.level)
+    cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)  # ranked once
     comparison = _comparison(cells, params)
     across = ranks.cross_compare(cells, cfg)
     board = make_board(cells, cfg, params.data.name, comparison=comparison,
@@ -217,12 +217,15 @@ def build(inputs: Inputs) -> Report:
     compared = ranks.summary(across)
     if compared:
         summary = replace(summary, extra={**summary.extra, "compare": compared})
+    law = one_over_k.analyse(inputs.finite_k, inputs.grid, cfg.level)
+    if law.entry is not None:
+        summary = replace(summary, extra={**summary.extra, "one_over_k": law.entry})
     shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
     return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
                   full=full_table(cells, cfg), comparison=comparison, ranks=ranked,
                   pairs=ranks.pairs_table(across), papers_md=section,
                   papers=paper_rows, history=_history(inputs.history, inputs.grid),
-                  figures=tuple(specs), summary=summary,
+                  figures=tuple(specs), one_over_k=law, summary=summary,
                   level=cfg.level,
                   mlflow=_mlflow(cells))
 

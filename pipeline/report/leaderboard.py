@@ -88,8 +88,9 @@ def _backbone_supervised(board: pd.DataFrame) -> pd.DataFrame:
 
 def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None,
-         params_hash: str = "", level: float = 0.95, primary: str = "recall_at_1") -> pd.DataFrame:
-    """Join the stage tables into the per-cell table, best ``primary`` first, with a ``rank``.
+         params_hash: str = "", level: float = 0.95) -> pd.DataFrame:
+    """Join the stage tables into the per-cell table, in the grid's order (:func:`ranked` sorts
+    it, once the probe's columns are in).
 
     grid: ``data/grid.json`` cells (grid values, status, reason); records: ``cell.json`` per cell
     id; stats: one row per (cell, epoch, layer, representation): the trained encoder's rows
@@ -119,7 +120,7 @@ def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd
         cols = [c for c in BOUND_COLUMNS if c in bounds.columns]
         board = board.merge(bounds[["cell_id", *cols]].rename(columns=BOUND_COLUMNS),
                             on="cell_id", how="left")
-    return ranked(mark_failures(board), primary)
+    return mark_failures(board)
 
 
 def ranked(board: pd.DataFrame, primary: str) -> pd.DataFrame:

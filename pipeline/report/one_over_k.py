@@ -8,7 +8,7 @@ Proposition 1 window and the 1/k expansion c₁/k + c₂/k² + c₃/k³ (`pipeli
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline.report.figures import save  # noqa: E402
+from pipeline.report.figures import Drawing, save  # noqa: E402
 from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope  # noqa: E402
 from pipeline.search.regime import expansion_regime  # noqa: E402
 from pipeline.stats.inference import normal_quantile  # noqa: E402
@@ -135,8 +135,7 @@ def _band(ax: plt.Axes, part: pd.DataFrame, color: str, label: str, level: float
     ax.plot(k, kg, "o-", color=color, markersize=4, linewidth=1.2, label=label)
 
 
-def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path,
-         level: float) -> list[Path]:
+def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], level: float) -> Drawing:
     """Left: k·(CE − R_k) with its band at ``level`` against Proposition 1's bounds times k. Right: the
     same, zoomed, against the 1/k expansion c₁ + c₂/k + c₃/k² (dashed) and its limit c₁ (dotted).
     The slope's fit range starts at the dotted vertical line."""
@@ -179,13 +178,28 @@ def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path
     fit_text = f"slope fitted over k ≥ {k_min} (dotted line)" if k_min else "slope over every k"
     full.set_title(f"k·(CE − R_k) inside Proposition 1's bounds; {fit_text}", fontsize=9)
     zoom.set_title("zoom: measured against the 1/k expansion", fontsize=9)
-    return save(fig, path_stem)
+    return save(fig)
 
 
-def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path,
-          level: float) -> dict[str, Any]:
-    """``reports/one_over_k.csv`` (a DVC plot: ``series`` names the encoder), the plot
-    ``reports/plots/one_over_k.png``; returns the metrics entry. Intervals at ``level``."""
+@dataclass(frozen=True)
+class OneOverK:
+    """The law's values for one cell: ``rows``, its sweep (what :func:`plot` draws); ``table``,
+    ``reports/one_over_k.csv`` (a DVC plot: ``series`` names the encoder); ``fits``, per encoder
+    (:func:`fits`); ``entry``, the ``one_over_k`` entry of the summary (None without a sweep)."""
+
+    rows: pd.DataFrame = field(repr=False)
+    table: pd.DataFrame = field(repr=False)
+    fits: dict[str, dict[str, Any]]
+    entry: dict[str, Any] | None
+    level: float
+
+
+def analyse(finite_k: pd.DataFrame, grid: pd.DataFrame, level: float) -> OneOverK:
+    """The law for the first contrastive cell with a sweep (:func:`first_cell`), intervals at
+    ``level``; a grid without one gets an empty table (it keeps the DVC outputs complete)."""
+    if not len(finite_k):
+        empty = pd.DataFrame(columns=["encoder", *CSV_COLUMNS, "series"])
+        return OneOverK(empty, empty, {}, None, level)
     cell = first_cell(finite_k, grid)
     rows = finite_k[finite_k.cell_id == cell].sort_values(["encoder", "k"])
     if "k_gap" not in rows:  # a sweep from before the CRN estimator
@@ -194,10 +208,9 @@ def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path,
     rows = rows.assign(abs_gap=rows.gap.abs())
     columns = [c for c in CSV_COLUMNS if c in rows]
     series = rows.encoder.map(lambda e: LABELS.get(str(e), str(e)))
-    rows[["encoder", *columns]].assign(series=series).to_csv(reports / "one_over_k.csv",
-                                                             index=False)
+    table = rows[["encoder", *columns]].assign(series=series)
     summary = fits(rows, level)
-    plot(rows, summary, reports / "plots" / "one_over_k", level)
     k_min, k_max = _fit_range(rows)
-    return {"cell_id": cell, "fit_k_min": k_min, "fit_k_max": k_max, "level": level,
-            "resolved_z": RESOLVED_Z, **summary}
+    entry = {"cell_id": cell, "fit_k_min": k_min, "fit_k_max": k_max, "level": level,
+             "resolved_z": RESOLVED_Z, **summary}
+    return OneOverK(rows, table, summary, entry, level)
