@@ -19,7 +19,7 @@ from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
 from pipeline.report.probe import probe_columns
-from pipeline.report.tables import axes_in, metrics_in, ok_cells
+from pipeline.report.tables import axes_in, metrics_in, ok_cells, plain
 
 
 @dataclass(frozen=True)
@@ -130,10 +130,6 @@ def _comparison(cells: pd.DataFrame, params: Params) -> pd.DataFrame:
         return empty
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def _summary(cells: pd.DataFrame, board: Board, claims: list[dict[str, Any]],
              level: float) -> Summary:
     ok = ok_cells(cells)
@@ -144,7 +140,7 @@ def _summary(cells: pd.DataFrame, board: Board, claims: list[dict[str, Any]],
             if m.ranked:
                 row = ok.loc[ok[m.name].idxmax() if m.higher else ok[m.name].idxmin()]
                 best[m.name] = {"cell_id": row.cell_id, "value": round(float(row[m.name]), 6),
-                                **{a: _plain(row[a]) for a in axes_in(cells)}}
+                                **{a: plain(row[a]) for a in axes_in(cells)}}
     return Summary(cells=int(len(cells)), failed=int((cells.status != "ok").sum()), mean=mean,
                    best=best, best_setting=best_rows(board),
                    controls=control_summary(cells, level), paper_claims=claims)
