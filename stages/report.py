@@ -11,7 +11,7 @@ import pandas as pd
 from pipeline.config import Params
 from pipeline.grid import GRID_AXES
 from pipeline.report.build import Inputs, build
-from pipeline.report.figures import norm_cells
+from pipeline.report.figure_plan import norm_cells
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
 from pipeline.runtime import storage

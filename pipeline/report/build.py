@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeline.config import Params
 from pipeline.datasets import DATASETS
-from pipeline.report import figures, leaderboard, one_over_k, papers, ranks
+from pipeline.report import figure_plan, leaderboard, one_over_k, papers, ranks
 from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
@@ -104,7 +104,7 @@ class Report:
     papers_md: str
     papers: pd.DataFrame
     history: pd.DataFrame  # history.csv (DVC plots)
-    figures: tuple[figures.FigureSpec, ...]
+    figures: tuple[figure_plan.FigureSpec, ...]
     one_over_k: one_over_k.OneOverK  # one_over_k.csv and its plot
     summary: Summary
     mlflow: dict[str, list[tuple[str, float]]]  # cell id -> (registry name, value)
@@ -199,12 +199,12 @@ def build(inputs: Inputs) -> Report:
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
-    specs = figures.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best, primary,
-                         cfg.level)
+    specs = figure_plan.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best,
+                             primary, cfg.level)
     ranked = ranks.ranks_table(across)
     if across.result is not None and len(ranked) > 1:
         r = across.result.ranking
-        specs.insert(0, figures.FigureSpec(
+        specs.insert(0, figure_plan.FigureSpec(
             "critical_difference", f"Critical-difference diagram: mean rank of each "
             f"{across.axis} over {r.blocks_complete} settings; bars join values not separated "
             f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.report import figures, one_over_k
+from pipeline.report import figures, one_over_k_plot
 from pipeline.report.board import csv_table
 from pipeline.report.build import Report
 from pipeline.report.html import to_html
@@ -47,7 +47,7 @@ def render(report: Report, norms: Mapping[str, np.ndarray]) -> dict[str, bytes]:
     law = report.one_over_k
     files["one_over_k.csv"] = _csv(law.table)
     if law.entry is not None:
-        drawing = one_over_k.plot(law.rows, law.fits, law.level)
+        drawing = one_over_k_plot.plot(law)
         files["plots/one_over_k.png"], files["plots/one_over_k.svg"] = drawing.png, drawing.svg
         pictures.append((LAW_CAPTION, drawing.png))
     board = report.board

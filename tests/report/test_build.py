@@ -13,7 +13,7 @@ import yaml
 from pipeline.config import expand, load
 from pipeline.metrics import is_metric
 from pipeline.report.build import Inputs, build
-from pipeline.report.figures import norm_cells
+from pipeline.report.figure_plan import norm_cells
 from pipeline.report.publish import write
 from tests.report.synthetic import ROOT
 

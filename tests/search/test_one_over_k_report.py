@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report import one_over_k
+from pipeline.report import one_over_k, one_over_k_plot
 from pipeline.search import crn_gap_sweep, crn_table, fit_loglog_slope, nested_negatives
 from tests.conftest import assert_drawn_png
 
@@ -34,12 +34,12 @@ def _write(finite_k, grid, out, level):
     """What publish does with the law's values: its table as one_over_k.csv, its plot."""
     law = one_over_k.analyse(finite_k, grid, level)
     law.table.to_csv(out / "one_over_k.csv", index=False)
-    one_over_k.plot(law.rows, law.fits, level).write(out / "plots" / "one_over_k")
+    one_over_k_plot.plot(law).write(out / "plots" / "one_over_k")
     return law.entry
 
 
 def test_write(rng, tmp_path, capture):
-    figs = capture(one_over_k)
+    figs = capture(one_over_k_plot)
     (tmp_path / "plots").mkdir()
     trained, sweep = _rows(rng, "trained")
     initial, _ = _rows(rng, "initial")
