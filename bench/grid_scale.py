@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.datasets import DATASETS  # noqa: E402
 from pipeline.probe.frozen import ProbeSettings  # noqa: E402
 from pipeline.report.build import build  # noqa: E402
+from pipeline.report.figure_plan import norm_cells  # noqa: E402
 from pipeline.report.publish import write  # noqa: E402
 from pipeline.runtime import context, dask_ops, storage  # noqa: E402
 from pipeline.runtime.probe_ops import probe_cell, probe_inputs  # noqa: E402
@@ -151,8 +152,8 @@ def _probe() -> None:
 
 def _report(out: Path) -> None:
     params, grid = context.resolved_params(), context.read_grid()
-    inputs, norms = report_stage.read_inputs(params, grid)
-    write(build(inputs), out, norms, inputs.finite_k, grid)
+    report = build(report_stage.read_inputs(params, grid))
+    write(report, out, report_stage.read_norms(grid, norm_cells(report.figures)))
 
 
 IN_PROCESS: dict[str, Callable[[], None]] = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,7 @@ import pandas as pd
 from pipeline.config import Params
 from pipeline.grid import GRID_AXES
 from pipeline.report.build import Inputs, build
+from pipeline.report.figure_plan import norm_cells
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
 from pipeline.runtime import storage
@@ -18,9 +19,8 @@ from pipeline.runtime.store import read_verify_checks, store_root
 from pipeline.runtime.tracking import Tracker, run_key
 
 
-def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[str], np.ndarray]]:
-    """The stage tables and the cells' records as :class:`Inputs`, and cell id → the norms of
-    its held-out embeddings (for the norm histograms)."""
+def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
+    """The stage tables and the cells' records as :class:`Inputs`."""
     checks = read_verify_checks(store_root(params.compute.storage), grid.to_dict("records"))
     grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
         lambda c: bool(checks[c]["reproduced"]) if c in checks else None))
@@ -30,16 +30,18 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[s
     # a shared training's history is each of its cells' (their folders are one)
     histories = [storage.read_frame(f / "history.parquet").assign(cell_id=c)
                  for c, f in folders.items() if (f / "history.parquet").exists()]
-    inputs = Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
-                    pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
-                    pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
-                    params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE))
+    return Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
+                  pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
+                  pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
+                  params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE))
 
-    def norms(cell_id: str) -> np.ndarray:
-        z = storage.read_embeddings(folders[cell_id] / "embeddings.parquet", 0)
-        return np.linalg.norm(z, axis=1)
 
-    return inputs, norms
+def read_norms(grid: pd.DataFrame, cell_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """Cell id → the norms of its held-out embeddings (the norm histograms' data), for
+    ``cell_ids``."""
+    folders = ctx.cell_folders(grid)
+    return {c: np.linalg.norm(storage.read_embeddings(folders[c] / "embeddings.parquet", 0),
+                              axis=1) for c in cell_ids}
 
 
 def _run_metrics(runs: dict, grid: pd.DataFrame,
@@ -71,9 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv:
         return ctx.usage_error("report", argv)
     params, grid = ctx.resolved_params(), ctx.read_grid()
-    inputs, norms = read_inputs(params, grid)
-    report = build(inputs)
-    write(report, ctx.REPORTS, norms, inputs.finite_k, grid)
+    report = build(read_inputs(params, grid))
+    write(report, ctx.REPORTS, read_norms(grid, norm_cells(report.figures)))
     tracker = Tracker(ctx.tracking_uri(params), params.tracking.experiment)
     for run_id, metrics in _run_metrics(tracker.cell_runs(), grid, report.mlflow).items():
         tracker.log(run_id, metrics=metrics)

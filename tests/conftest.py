@@ -205,9 +205,9 @@ def capture(monkeypatch):
         figs = []
         real = module.save
 
-        def save(fig, stem):
+        def save(fig):
             figs.append(fig)
-            return real(fig, stem)
+            return real(fig)
 
         monkeypatch.setattr(module, "save", save)
         return figs

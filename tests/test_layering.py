@@ -66,3 +66,51 @@ def test_test_files_have_unique_basenames():
             clashes.append(f"{seen[path.name].relative_to(tests)} and {path.relative_to(tests)}")
         seen.setdefault(path.name, path)
     assert not clashes, "test files share a basename: " + "; ".join(clashes)
+
+
+# pipeline/report/ in two layers (docs/DESIGN.md, "The report's two layers"): analysis turns
+# stage tables into values, render turns values into Markdown, LaTeX, HTML and figures.
+REPORT = ROOT / "report"
+REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "ranks", "tables",
+                   "table1", "board", "figure_plan", "one_over_k", "papers", "image_rows"}
+REPORT_RENDER = {"markdown", "latex", "html", "figures", "cd_diagram", "one_over_k_plot",
+                 "simplex", "publish"}
+REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only
+# inference and fitting: what a render module may not import
+INFERENCE = ("scipy", "statsmodels", "pipeline.stats", "pipeline.search", "pipeline.bounds")
+# still to split: these analysis modules write their sections' Markdown with markdown.table, and
+# the figures' error bars are seed_ci intervals computed while drawing
+REPORT_KNOWN = {("papers", "pipeline.report.markdown"), ("image_rows", "pipeline.report.markdown"),
+                ("figures", "pipeline.stats")}
+
+
+def _report_imports(name: str) -> set[str]:
+    """Every module ``pipeline/report/<name>.py`` imports, at the top or inside a function."""
+    return _imports(REPORT / f"{name}.py")
+
+
+def test_every_report_module_has_a_layer():
+    modules = {p.stem for p in REPORT.glob("*.py")} - {"__init__"}
+    layers = REPORT_ANALYSIS | REPORT_RENDER | REPORT_FORMAT
+    assert modules == layers, {"unlisted": modules - layers, "missing": layers - modules}
+    assert not REPORT_ANALYSIS & REPORT_RENDER
+
+
+def test_the_report_analysis_layer_imports_no_render_module():
+    render = {f"pipeline.report.{m}" for m in REPORT_RENDER}
+    offenders = [(m, name) for m in sorted(REPORT_ANALYSIS) for name in _report_imports(m)
+                 if name in render and (m, name) not in REPORT_KNOWN]
+    assert not offenders, offenders
+
+
+def test_the_report_render_layer_computes_no_statistic():
+    offenders = [(m, name) for m in sorted(REPORT_RENDER | REPORT_FORMAT)
+                 for name in _report_imports(m)
+                 if name.startswith(INFERENCE) and (m, name) not in REPORT_KNOWN]
+    assert not offenders, offenders
+
+
+def test_the_report_format_helpers_import_only_the_registry():
+    for m in REPORT_FORMAT:
+        project = {n for n in _report_imports(m) if n.startswith("pipeline")}
+        assert project <= {"pipeline.metrics"}, (m, project)

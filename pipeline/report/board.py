@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pipeline.config import ReportConfig
@@ -40,6 +39,7 @@ from pipeline.report.tables import (
     groups,
     metrics_in,
     ok_cells,
+    plain,
     rank,
     tied_with_best,
     varying,
@@ -327,9 +327,5 @@ def best_rows(board: Board) -> dict[str, dict[str, Any]]:
             i = board.table[col].idxmax() if m.higher else board.table[col].idxmin()
             row = board.table.loc[i]
             out[m.name] = {"value": round(float(row[col]), 6),
-                           **{a: _plain(row[a]) for a in board.table.attrs.get("group_by", [])}}
+                           **{a: plain(row[a]) for a in board.table.attrs.get("group_by", [])}}
     return out
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value

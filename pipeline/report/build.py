@@ -14,12 +14,12 @@ import pandas as pd
 
 from pipeline.config import Params
 from pipeline.datasets import DATASETS
-from pipeline.report import figures, leaderboard, papers, ranks
+from pipeline.report import figure_plan, leaderboard, one_over_k, papers, ranks
 from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
 from pipeline.report.probe import probe_columns
-from pipeline.report.tables import axes_in, metrics_in, ok_cells
+from pipeline.report.tables import axes_in, metrics_in, ok_cells, plain
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class Inputs:
 @dataclass(frozen=True)
 class Summary:
     """``reports/metrics.json``: counts, the headline metrics' means over ok cells and their
-    best cells, the control sentences and the paper claims (``one_over_k`` is added when the
-    law's plot is written)."""
+    best cells, the control sentences and the paper claims; ``extra``: the comparison across
+    settings (``compare``) and the O(1/k) law's fits (``one_over_k``)."""
 
     cells: int
     failed: int
@@ -104,7 +104,8 @@ class Report:
     papers_md: str
     papers: pd.DataFrame
     history: pd.DataFrame  # history.csv (DVC plots)
-    figures: tuple[figures.FigureSpec, ...]
+    figures: tuple[figure_plan.FigureSpec, ...]
+    one_over_k: one_over_k.OneOverK  # one_over_k.csv and its plot
     summary: Summary
     mlflow: dict[str, list[tuple[str, float]]]  # cell id -> (registry name, value)
 
@@ -129,10 +130,6 @@ def _comparison(cells: pd.DataFrame, params: Params) -> pd.DataFrame:
         return empty
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def _summary(cells: pd.DataFrame, board: Board, claims: list[dict[str, Any]],
              level: float) -> Summary:
     ok = ok_cells(cells)
@@ -143,7 +140,7 @@ def _summary(cells: pd.DataFrame, board: Board, claims: list[dict[str, Any]],
             if m.ranked:
                 row = ok.loc[ok[m.name].idxmax() if m.higher else ok[m.name].idxmin()]
                 best[m.name] = {"cell_id": row.cell_id, "value": round(float(row[m.name]), 6),
-                                **{a: _plain(row[a]) for a in axes_in(cells)}}
+                                **{a: plain(row[a]) for a in axes_in(cells)}}
     return Summary(cells=int(len(cells)), failed=int((cells.status != "ok").sum()), mean=mean,
                    best=best, best_setting=best_rows(board),
                    controls=control_summary(cells, level), paper_claims=claims)
@@ -185,9 +182,8 @@ def build(inputs: Inputs) -> Report:
     params = inputs.params
     cfg = params.report
     cells = leaderboard.join(inputs.grid, inputs.records, inputs.stats, inputs.search,
-                             params.train.epochs, inputs.bounds, inputs.params_hash, cfg.level,
-                             cfg.primary)
-    cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)
+                             params.train.epochs, inputs.bounds, inputs.params_hash, cfg.level)
+    cells = leaderboard.ranked(probe_columns(cells, inputs.probe), cfg.primary)  # ranked once
     comparison = _comparison(cells, params)
     across = ranks.cross_compare(cells, cfg)
     board = make_board(cells, cfg, params.data.name, comparison=comparison,
@@ -203,12 +199,12 @@ def build(inputs: Inputs) -> Report:
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
-    specs = figures.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best, primary,
-                         cfg.level)
+    specs = figure_plan.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best,
+                             primary, cfg.level)
     ranked = ranks.ranks_table(across)
     if across.result is not None and len(ranked) > 1:
         r = across.result.ranking
-        specs.insert(0, figures.FigureSpec(
+        specs.insert(0, figure_plan.FigureSpec(
             "critical_difference", f"Critical-difference diagram: mean rank of each "
             f"{across.axis} over {r.blocks_complete} settings; bars join values not separated "
             f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,
@@ -217,12 +213,15 @@ def build(inputs: Inputs) -> Report:
     compared = ranks.summary(across)
     if compared:
         summary = replace(summary, extra={**summary.extra, "compare": compared})
+    law = one_over_k.analyse(inputs.finite_k, inputs.grid, cfg.level)
+    if law.entry is not None:
+        summary = replace(summary, extra={**summary.extra, "one_over_k": law.entry})
     shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
     return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
                   full=full_table(cells, cfg), comparison=comparison, ranks=ranked,
                   pairs=ranks.pairs_table(across), papers_md=section,
                   papers=paper_rows, history=_history(inputs.history, inputs.grid),
-                  figures=tuple(specs), summary=summary,
+                  figures=tuple(specs), one_over_k=law, summary=summary,
                   level=cfg.level,
                   mlflow=_mlflow(cells))
 

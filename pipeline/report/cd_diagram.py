@@ -7,7 +7,7 @@ group of methods that the tests do not separate. Draws values computed elsewhere
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -16,9 +16,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+if TYPE_CHECKING:
+    from pipeline.report.figures import Drawing
 
-def critical_difference(ranks: pd.DataFrame, path_stem: Path, cd: float, groups: Sequence[
-        Sequence[str]], name: str = "method", title: str = "") -> list[Path]:
+
+def critical_difference(ranks: pd.DataFrame, cd: float, groups: Sequence[Sequence[str]],
+                        name: str = "method", title: str = "") -> Drawing:
     """Draw ``ranks`` (columns ``name`` and ``mean_rank``, best first) with the CD ``cd`` and
     the bars of ``groups`` (tuples of names; single names draw no bar)."""
     from pipeline.report.figures import save
@@ -60,4 +63,4 @@ def critical_difference(ranks: pd.DataFrame, path_stem: Path, cd: float, groups:
     if title:
         ax.set_title(title, fontsize=10)
     fig.subplots_adjust(left=0.2, right=0.8, top=0.85 if title else 0.97, bottom=0.03)
-    return save(fig, path_stem)
+    return save(fig)

@@ -17,6 +17,7 @@ at; every sentence states it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -75,19 +76,26 @@ def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float =
 SUPERVISED_KEYS = tuple(a for a in GRID_AXES if a not in SUPERVISED and a != "objective")
 
 
+def sibling_columns(board: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
+    """``board`` with, on each contrastive cell, the columns ``names`` (column → new name) of
+    the ok supervised cell that shares its encoder, initial weights and training rows (equal
+    on ``SUPERVISED_KEYS``); NaN on the other cells. Unchanged when the grid has no supervised
+    cell or ``names`` is empty. The one join of a cell with its supervised sibling."""
+    if not names or "objective" not in board or not (board.objective == "supervised").any():
+        return board
+    keys = [k for k in SUPERVISED_KEYS if k in board]
+    sup = board[(board.objective == "supervised") & (board.status == "ok")]
+    part = sup[[*keys, *names]].rename(columns=dict(names)).drop_duplicates(subset=keys)
+    out = board.merge(part, on=keys, how="left")
+    out.loc[out.objective != "contrastive", list(names.values())] = np.nan
+    return out
+
+
 def supervised_columns(board: pd.DataFrame) -> pd.DataFrame:
     """``board`` with ``supervised_<s>`` on each contrastive cell: the statistics of the
     supervised cell (cross-entropy on labels) that shares its encoder, initial weights and
     training rows — a third control where labels exist. Unchanged when the grid has none."""
-    if "objective" not in board or not (board.objective == "supervised").any():
-        return board
-    keys = [k for k in SUPERVISED_KEYS if k in board]
-    sup = board[(board.objective == "supervised") & (board.status == "ok")]
-    cols = {s: f"supervised_{s}" for s in CONTROL_STATS if s in sup}
-    part = sup[[*keys, *cols]].rename(columns=cols).drop_duplicates(subset=keys)
-    out = board.merge(part, on=keys, how="left")
-    out.loc[out.objective != "contrastive", list(cols.values())] = np.nan
-    return out
+    return sibling_columns(board, {s: f"supervised_{s}" for s in CONTROL_STATS if s in board})
 
 
 def control_summary(board: pd.DataFrame, level: float = 0.95) -> list[str]:

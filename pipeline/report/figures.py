@@ -1,7 +1,8 @@
-"""Report figures (matplotlib, Agg). Each takes a table and a path stem, writes ``<stem>.png`` and
-``<stem>.svg`` (SVG without a date and with a fixed hash salt, so reruns give the same bytes) and
-returns both paths. Means and intervals are over the cells at each point
-(:func:`pipeline.stats.seed_ci`, ``level``).
+"""Report figures (matplotlib, Agg). Each takes a table and returns a :class:`Drawing`: its PNG and
+SVG bytes (SVG without a date and with a fixed hash salt, so reruns give the same bytes), rendered
+once; the caller writes them (:meth:`Drawing.write`) and embeds the same PNG bytes in HTML.
+Means and intervals are over the cells at each point (:func:`pipeline.stats.seed_ci`,
+``level``).
 
 :func:`plan` decides which figures a run gets (pure: :class:`FigureSpec` values) and :func:`draw`
 draws one. The number of figures and of lines per figure is bounded whatever the grid size: a
@@ -10,10 +11,10 @@ figure draws at most ``MAX_LINES`` series (the hue axes are chosen so), and aver
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -22,18 +23,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline.grid import GRID_AXES, GridPoint  # noqa: E402
+from pipeline.grid import GRID_AXES  # noqa: E402
 from pipeline.metrics import is_metric, lookup  # noqa: E402
 from pipeline.report.cd_diagram import critical_difference  # noqa: E402
+from pipeline.report.figure_plan import (  # noqa: E402
+    CV_AXES,
+    MAX_LINES,
+    FigureSpec,
+    hue_axes,
+    norm_cells,
+    plan,
+)
 from pipeline.report.render import axis_header  # noqa: E402
 from pipeline.report.tables import check_columns, ok_cells  # noqa: E402
 from pipeline.stats import seed_ci  # noqa: E402
-
-# the integer grid axes (sizes: k, n, d, B) but the seed, to put on a log x axis
-CV_AXES = tuple(f.name for f in fields(GridPoint) if f.type in ("int", int) and f.name != "seed")
-
-
-MAX_LINES = 8  # series per figure: more make an unreadable legend
 
 
 def _ylabel(metric: str) -> str:
@@ -44,18 +47,35 @@ def _ylabel(metric: str) -> str:
     return f"{m.label} (fraction)" if m.unit == "%" else m.label + (f" ({m.unit})" if m.unit else "")
 
 
-def save(fig: plt.Figure, path_stem: Path) -> list[Path]:
-    """Write ``fig`` as PNG (150 dpi) and SVG next to each other, close it, return the paths."""
-    stem = Path(path_stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    png, svg = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".svg")
+@dataclass(frozen=True)
+class Drawing:
+    """A figure rendered once: its PNG (150 dpi) and SVG bytes. The same bytes are written to
+    ``<stem>.{png,svg}`` and embedded in the HTML page."""
+
+    png: bytes = field(repr=False)
+    svg: bytes = field(repr=False)
+
+    def write(self, path_stem: Path) -> list[Path]:
+        """The bytes as ``<stem>.png`` and ``<stem>.svg`` (parents created); returns the paths."""
+        stem = Path(path_stem)
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        png, svg = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".svg")
+        png.write_bytes(self.png)
+        svg.write_bytes(self.svg)
+        return [png, svg]
+
+
+def save(fig: plt.Figure) -> Drawing:
+    """Render ``fig`` as PNG (150 dpi) and SVG (no date, a fixed hash salt: reruns give the
+    same bytes), close it."""
     if fig.get_layout_engine() is None:  # figures made with layout="constrained" keep theirs
         fig.tight_layout()
-    fig.savefig(png, dpi=150, metadata={"Software": None})
+    png, svg = io.BytesIO(), io.BytesIO()
+    fig.savefig(png, format="png", dpi=150, metadata={"Software": None})
     with plt.rc_context({"svg.hashsalt": "contrastive-bench"}):
-        fig.savefig(svg, metadata={"Date": None})
+        fig.savefig(svg, format="svg", metadata={"Date": None})
     plt.close(fig)
-    return [png, svg]
+    return Drawing(png.getvalue(), svg.getvalue())
 
 
 def _label(key: tuple, names: Sequence[str]) -> str:
@@ -91,9 +111,9 @@ def _lines(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, hue: Sequence[str], l
     return used
 
 
-def metric_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str = "cv",
+def metric_vs(board: pd.DataFrame, axis: str = "n", metric: str = "cv",
               hue: Sequence[str] = ("loss",), level: float = 0.95,
-              control: bool = False, facet: str | None = None) -> list[Path]:
+              control: bool = False, facet: str | None = None) -> Drawing:
     """Thin-shell CV (or ``metric``) against ``axis`` ∈ ``CV_AXES``, one line per ``hue`` value,
     averaged over the other axes; log x axis. ``control``: also ``control_<metric>`` (the
     untrained encoder) as dashed lines of the same colours. ``facet``: one panel per value of
@@ -124,11 +144,11 @@ def metric_vs(board: pd.DataFrame, path_stem: Path, axis: str = "n", metric: str
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(_ylabel(metric))
     axes[0][-1].legend(fontsize=7)
-    return save(fig, path_stem)
+    return save(fig)
 
 
-def pass_rate_vs_epoch(stats: pd.DataFrame, path_stem: Path, hue: Sequence[str] = ("loss",),
-                       level: float = 0.95) -> list[Path]:
+def pass_rate_vs_epoch(stats: pd.DataFrame, hue: Sequence[str] = ("loss",),
+                       level: float = 0.95) -> Drawing:
     """AD and DP pass rates (%) against epoch; rows are (cell_id, epoch, representation) with
     ``ad_pass_frac``/``dp_pass_frac``; one line per hue value and representation."""
     check_columns(stats, ["epoch", "ad_pass_frac", "dp_pass_frac"], "stats columns")
@@ -147,11 +167,11 @@ def pass_rate_vs_epoch(stats: pd.DataFrame, path_stem: Path, hue: Sequence[str] 
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("pass rate (%)")
     axes[1].legend(fontsize=7)
-    return save(fig, path_stem)
+    return save(fig)
 
 
-def norm_histograms(norms_by_label: Mapping[str, np.ndarray], path_stem: Path,
-                    bins: int = 50) -> list[Path]:
+def norm_histograms(norms_by_label: Mapping[str, np.ndarray],
+                    bins: int = 50) -> Drawing:
     """Overlaid density histograms of embedding norms ‖z‖, one per label (e.g. variant)."""
     if not norms_by_label:
         raise ValueError("norms_by_label: empty; expected {label: array of norms}")
@@ -163,10 +183,10 @@ def norm_histograms(norms_by_label: Mapping[str, np.ndarray], path_stem: Path,
                 linewidth=1.5, label=str(label))
     ax.set(xlabel="‖z‖", ylabel="density")
     ax.legend(fontsize=8)
-    return save(fig, path_stem)
+    return save(fig)
 
 
-def gap_vs_k(df: pd.DataFrame, path_stem: Path, hue: Sequence[str] = ()) -> list[Path]:
+def gap_vs_k(df: pd.DataFrame, hue: Sequence[str] = ()) -> Drawing:
     """|CE − R_k| against k on log-log axes with ±1 s.e. bars (``gap_se`` if present), and
     reference lines ∝ 1/k and ∝ 1/√k through the smallest k's mean."""
     check_columns(df, ["k", "gap"], "df columns")
@@ -187,11 +207,11 @@ def gap_vs_k(df: pd.DataFrame, path_stem: Path, hue: Sequence[str] = ()) -> list
     ax.set(xscale="log", yscale="log", xlabel="negatives k", ylabel="|CE − R_k|")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    return save(fig, path_stem)
+    return save(fig)
 
 
-def bound_terms(df: pd.DataFrame, path_stem: Path, terms: Sequence[str] | None = None,
-                label_cols: Sequence[str] | None = None) -> list[Path]:
+def bound_terms(df: pd.DataFrame, terms: Sequence[str] | None = None,
+                label_cols: Sequence[str] | None = None) -> Drawing:
     """Stacked bars of the bound's terms, one bar per row (positive terms up, negative down);
     ``bound`` and ``gap`` columns, when present, are drawn as markers on each bar.
 
@@ -222,11 +242,11 @@ def bound_terms(df: pd.DataFrame, path_stem: Path, terms: Sequence[str] | None =
     ax.axhline(0, color="k", linewidth=0.5)
     ax.set_ylabel("bound terms")
     ax.legend(fontsize=7)
-    return save(fig, path_stem)
+    return save(fig)
 
 
-def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str,
-                       keys: Sequence[str] | None = None) -> list[Path]:
+def variant_comparison(table: pd.DataFrame, metric: str,
+                       keys: Sequence[str] | None = None) -> Drawing:
     """Bars of ``<metric>_mean`` per ``aggregate`` row with the interval as error bars,
     coloured by loss variant when the table has a ``loss`` column; bars are labelled by the
     ``keys`` (default: the table's group columns) that differ between them."""
@@ -248,99 +268,23 @@ def variant_comparison(table: pd.DataFrame, path_stem: Path, metric: str,
     ax.set_xticks(np.arange(len(table)), labels, rotation=45, ha="right", fontsize=7)
     ax.set_ylabel(_ylabel(metric))
     ax.grid(alpha=0.3, axis="y")
-    return save(fig, path_stem)
+    return save(fig)
 
 
-@dataclass(frozen=True)
-class FigureSpec:
-    """One figure of the report: what :func:`draw` needs, decided by :func:`plan`.
-
-    name: the file stem under ``reports/plots``; kind: a key of ``DRAW``; data: the table it
-    draws; options: keyword arguments of the drawing function.
-    """
-
-    name: str
-    caption: str
-    kind: str
-    data: pd.DataFrame = field(repr=False)
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-def hue_axes(cells: pd.DataFrame, candidates: Sequence[str], limit: int = MAX_LINES) -> tuple[str, ...]:
-    """The candidate axes that vary, taken in order while their value combinations stay within
-    ``limit`` lines (the first varying one always, so a figure tells its variants apart)."""
-    chosen: list[str] = []
-    lines = 1
-    for axis in candidates:
-        n = cells[axis].nunique() if axis in cells else 1
-        if n > 1 and (not chosen or lines * n <= limit):
-            chosen.append(axis)
-            lines *= n
-    return tuple(chosen)
-
-
-def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: pd.DataFrame,
-         primary: str | None, level: float) -> list[FigureSpec]:
-    """The report's figures: CV against each varying size axis (untrained control dashed),
-    the primary metric against k, AD/DP pass rates against epoch, the best setting of each
-    variant, Theorem 1's terms, embedding norms. best: one aggregate row per variant (its best
-    setting); primary: the ranking metric (None: no ranking figures)."""
-    ok = ok_cells(cells)
-    specs = []
-    betser = {"embed_dim": "batch_size", "batch_size": "embed_dim"}  # CV against one, per the other
-    control = "control_cv" in ok  # dashed twins of every line: half as many hue values
-    for axis in (a for a in CV_AXES if a in ok and ok[a].nunique() > 1 and "cv" in ok):
-        hue = hue_axes(ok, ("loss", betser.get(axis, "")) if axis in betser else ("loss",),
-                       MAX_LINES // 2 if control else MAX_LINES)
-        facet = "tau" if "tau" in ok and 1 < ok.tau.nunique() <= 4 else None
-        specs.append(FigureSpec(f"cv_vs_{axis}", f"CV against {axis}" + (
-            " (untrained dashed)" if control else ""), "metric_vs", ok,
-            {"axis": axis, "hue": hue, "facet": facet, "control": control, "level": level}))
-    if primary and primary in ok and "k" in ok and ok.k.nunique() > 1:
-        specs.append(FigureSpec(f"{primary}_vs_k" if primary != "recall_at_1" else "recall_vs_k",
-                                f"{lookup(primary).label} against k", "metric_vs", ok,
-                                {"axis": "k", "metric": primary, "level": level,
-                                 "hue": hue_axes(ok, ("loss", "arch", "tau", "embed_dim"))}))
-    if len(stats) and stats.epoch.nunique() > 1 and "loss" in cells:
-        raw = stats[stats.representation == "raw"].merge(cells[["cell_id", "loss"]], on="cell_id")
-        specs.append(FigureSpec("pass_rate_vs_epoch", "AD and DP pass rates against epoch",
-                                "pass_rate_vs_epoch", raw, {"level": level}))
-    if primary and len(best) and f"{primary}_mean" in best:
-        specs.append(FigureSpec(f"variant_{primary}", f"{lookup(primary).label}: the best "
-                                "setting of each variant", "variant_comparison", best,
-                                {"metric": primary}))
-    if "bound_status" in bounds:
-        usable = bounds[bounds.bound_status.astype(str).str.startswith(("ok", "partial"))]
-        terms = usable.drop(columns=["k", "tau"], errors="ignore").merge(
-            cells[["cell_id", "loss", "arch", "k", "tau"]], on="cell_id")
-        if len(terms):
-            specs.append(FigureSpec("bound_terms", "Theorem 1: the bound's terms (first 12 "
-                                    "cells)", "bound_terms", terms.head(12).rename(
-                                        columns={"total": "bound", "measured_gap": "gap"}),
-                                    {"label_cols": ["loss", "arch", "k", "tau"]}))
-    if len(ok) and "loss" in ok:
-        top = ok.drop_duplicates("loss")  # cells come best first
-        labels = [f"{r.loss} ({r.arch}, k={r.k}, τ={r.tau:g})" if {"arch", "k", "tau"} <= set(ok)
-                  else str(r.loss) for r in top.itertuples()]
-        specs.append(FigureSpec("norm_histograms", "Embedding norms of the best cell of each loss",
-                                "norm_histograms", pd.DataFrame({"label": labels,
-                                                                 "cell_id": list(top.cell_id)})))
-    return specs
-
-
-def draw(spec: FigureSpec, out_dir: Path,
-         norms: Callable[[str], np.ndarray] | None = None) -> list[Path]:
-    """Draw ``spec`` as ``<out_dir>/<name>.{png,svg}``; norms: cell id → its embedding norms
-    (needed by ``norm_histograms`` only)."""
-    stem = Path(out_dir) / spec.name
+def draw(spec: FigureSpec, norms: Mapping[str, np.ndarray] | None = None) -> Drawing:
+    """Draw ``spec``; norms: cell id → its held-out embedding norms (needed by
+    ``norm_histograms`` only, for the cells :func:`norm_cells` names)."""
     if spec.kind == "norm_histograms":
         if norms is None:
             raise ValueError("norms: needed to draw the norm histograms (cell id -> norms)")
-        return norm_histograms({r.label: norms(r.cell_id) for r in spec.data.itertuples()}, stem)
-    return DRAW[spec.kind](spec.data, stem, **spec.options)
+        return norm_histograms({r.label: norms[r.cell_id] for r in spec.data.itertuples()})
+    return DRAW[spec.kind](spec.data, **spec.options)
 
 
-DRAW: dict[str, Callable[..., list[Path]]] = {
+__all__ = ["CV_AXES", "DRAW", "MAX_LINES", "Drawing", "FigureSpec", "draw", "hue_axes",
+           "norm_cells", "plan", "save"]
+
+DRAW: dict[str, Callable[..., Drawing]] = {
     "metric_vs": metric_vs, "pass_rate_vs_epoch": pass_rate_vs_epoch,
     "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k,
     "critical_difference": critical_difference}

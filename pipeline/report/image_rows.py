@@ -28,20 +28,19 @@ import pandas as pd
 
 from pipeline.metrics import METRICS
 from pipeline.report.markdown import table as md_table
-from pipeline.report.render import pct
+from pipeline.report.render import fmt_stat, pct
+from pipeline.report.table1 import BETSER_TABLE1, STATS
 from pipeline.stats.inference import normal_quantile
 
-STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 # the paper's direction for "contrastive is more Gaussian": lower CV and A², higher pass rates
 MORE_GAUSSIAN = {"cv": -1, "ad_mean": -1, "ad_pass_frac": +1, "dp_p_mean": +1, "dp_pass_frac": +1}
 MORE, LESS = "more Gaussian", "less Gaussian"  # which side of zero a difference lies on
 DECISIVE = ("cv", "ad_mean")  # the two statistics the verdict rests on (Table 1's headline)
 LAYERS = {"head": ("", "head: the encoder's output z (what InfoNCE sees)"),
           "backbone": ("backbone_", "backbone: the pooled features h its head reads")}
-PUBLISHED = {"contrastive": {"cv": 0.09, "ad_mean": 0.43, "ad_pass_frac": 0.961,
-                             "dp_p_mean": 0.39, "dp_pass_frac": 0.945},
-             "supervised": {"cv": 0.5, "ad_mean": 3.3, "ad_pass_frac": 0.062,
-                            "dp_p_mean": 0.041, "dp_pass_frac": 0.039}}
+# Table 1's CIFAR-10 ResNet-18 rows, per objective
+PUBLISHED = {objective: BETSER_TABLE1[("cifar10", "resnet18", objective)].values
+             for objective in ("contrastive", "supervised")}
 
 
 # --- the protocol, point by point ------------------------------------------------------------
@@ -211,19 +210,12 @@ def verdict(sides: Mapping[str, str]) -> str:
     return "unresolved"
 
 
-def _fmt(stat: str, value: float) -> str:
-    if value is None or not np.isfinite(value):
-        return "–"
-    m = METRICS[stat]
-    return m.text(value) + ("%" if m.unit == "%" else "")
-
-
 def _interval(part: pd.DataFrame, col: str, level: float) -> str:
     """``value [lo, hi]``: one cell's own interval; over several cells the mean ± z·se (normal
     approximation), fractions clipped to [0, 1]; the value alone without intervals."""
     value, se = _mean_se(part, col, level)
     stat = next(s for s in STATS if col.endswith(s))
-    text = _fmt(stat, value)
+    text = fmt_stat(stat, value)
     if not (np.isfinite(value) and np.isfinite(se)):
         return text
     if len(part) == 1:
@@ -232,7 +224,7 @@ def _interval(part: pd.DataFrame, col: str, level: float) -> str:
         lo, hi = value - _z(level) * se, value + _z(level) * se
         if METRICS[stat].unit == "%":
             lo, hi = min(max(lo, 0.0), 1.0), max(min(hi, 1.0), 0.0)
-    return f"{text} [{_fmt(stat, lo)}, {_fmt(stat, hi)}]"
+    return f"{text} [{fmt_stat(stat, lo)}, {fmt_stat(stat, hi)}]"
 
 
 def _probe(part: pd.DataFrame, col: str) -> str:
@@ -251,7 +243,7 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
     if con.empty or sup.empty:
         return [], []
     head = ["layer", "encoder", "cells", *(METRICS[s].label for s in STATS), "linear probe"]
-    body = [["published", f"CIFAR-10 {obj}", "", *(_fmt(s, PUBLISHED[obj][s]) for s in STATS), ""]
+    body = [["published", f"CIFAR-10 {obj}", "", *(fmt_stat(s, PUBLISHED[obj][s]) for s in STATS), ""]
             for obj in ("contrastive", "supervised")]
     out: list[dict] = []
     verdicts = []
@@ -267,7 +259,7 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
             cells = [layer, name, str(len(part))]
             for s in STATS:
                 cells.append(_interval(part, pre + s, level) if name != "Gaussian null"
-                             else _fmt(s, _mean_se(part, pre + s, level)[0]))
+                             else fmt_stat(s, _mean_se(part, pre + s, level)[0]))
             body.append([*cells, knn])
         sides, moved = {}, {}
         row: dict[str, Any] = {"layer": layer}

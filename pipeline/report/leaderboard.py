@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pipeline.metrics import is_metric, lookup
 from pipeline.report.controls import (
     CONTROL_STATS,
-    SUPERVISED_KEYS,
     control_columns,
+    sibling_columns,
     supervised_columns,
 )
 from pipeline.report.tables import axes_in
@@ -72,24 +71,16 @@ def _layer_columns(board: pd.DataFrame, stats: pd.DataFrame, final_epoch: int, l
 
 def _backbone_supervised(board: pd.DataFrame) -> pd.DataFrame:
     """``backbone_supervised_<s>`` on each contrastive cell: the backbone statistics of the
-    supervised cell sharing its encoder, initial weights and training rows (as
-    :func:`pipeline.report.controls.supervised_columns` does for the head)."""
-    cols = {f"{BACKBONE_PREFIX}{s}": f"{BACKBONE_PREFIX}supervised_{s}" for s in CONTROL_STATS
-            if f"{BACKBONE_PREFIX}{s}" in board}
-    if not cols or "objective" not in board or not (board.objective == "supervised").any():
-        return board
-    keys = [k for k in SUPERVISED_KEYS if k in board]
-    sup = board[(board.objective == "supervised") & (board.status == "ok")]
-    part = sup[[*keys, *cols]].rename(columns=cols).drop_duplicates(subset=keys)
-    out = board.merge(part, on=keys, how="left")
-    out.loc[out.objective != "contrastive", list(cols.values())] = np.nan
-    return out
+    supervised cell sharing its encoder, initial weights and training rows."""
+    return sibling_columns(board, {f"{BACKBONE_PREFIX}{s}": f"{BACKBONE_PREFIX}supervised_{s}"
+                                   for s in CONTROL_STATS if f"{BACKBONE_PREFIX}{s}" in board})
 
 
 def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd.DataFrame,
          search: pd.DataFrame, final_epoch: int, bounds: pd.DataFrame | None = None,
-         params_hash: str = "", level: float = 0.95, primary: str = "recall_at_1") -> pd.DataFrame:
-    """Join the stage tables into the per-cell table, best ``primary`` first, with a ``rank``.
+         params_hash: str = "", level: float = 0.95) -> pd.DataFrame:
+    """Join the stage tables into the per-cell table, in the grid's order (:func:`ranked` sorts
+    it, once the probe's columns are in).
 
     grid: ``data/grid.json`` cells (grid values, status, reason); records: ``cell.json`` per cell
     id; stats: one row per (cell, epoch, layer, representation): the trained encoder's rows
@@ -119,7 +110,7 @@ def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd
         cols = [c for c in BOUND_COLUMNS if c in bounds.columns]
         board = board.merge(bounds[["cell_id", *cols]].rename(columns=BOUND_COLUMNS),
                             on="cell_id", how="left")
-    return ranked(mark_failures(board), primary)
+    return mark_failures(board)
 
 
 def ranked(board: pd.DataFrame, primary: str) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""The O(1/k) law (SPEC.md §3, Proposition 1): k·(CE − R_k) against k, the slope, a plot.
+"""The O(1/k) law (SPEC.md §3, Proposition 1): k·(CE − R_k) against k and the slope, as values
+(:func:`analyse`; :mod:`pipeline.report.one_over_k_plot` draws them).
 
 Reads the k-sweep rows of ``data/finite_k.parquet`` (one per cell, encoder and k; see
 `pipeline.runtime.evaluate.search_cell`): the control-variate gap with its covariance across k, the
@@ -8,20 +9,15 @@ Proposition 1 window and the 1/k expansion c₁/k + c₂/k² + c₃/k³ (`pipeli
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from pipeline.report.figures import save  # noqa: E402
-from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope  # noqa: E402
-from pipeline.search.regime import expansion_regime  # noqa: E402
-from pipeline.stats.inference import normal_quantile  # noqa: E402
+from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope
+from pipeline.search.regime import expansion_regime
+from pipeline.stats.inference import normal_quantile
 
 CSV_COLUMNS = ["k", "risk", "ce", "gap", "abs_gap", "gap_se", "window_low", "window_high",
                "k_gap", "k_gap_se", "resolved", "gap_expansion"]
@@ -128,64 +124,27 @@ def fits(rows: pd.DataFrame, level: float) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _band(ax: plt.Axes, part: pd.DataFrame, color: str, label: str, level: float) -> None:
-    z = normal_quantile(level)
-    k, kg, kse = part.k.to_numpy(float), part.k_gap.to_numpy(float), part.k_gap_se.to_numpy(float)
-    ax.fill_between(k, kg - z * kse, kg + z * kse, color=color, alpha=0.3, linewidth=0)
-    ax.plot(k, kg, "o-", color=color, markersize=4, linewidth=1.2, label=label)
+@dataclass(frozen=True)
+class OneOverK:
+    """The law's values for one cell: ``rows``, its sweep (what :func:`plot` draws); ``table``,
+    ``reports/one_over_k.csv`` (a DVC plot: ``series`` names the encoder); ``fits``, per encoder
+    (:func:`fits`); ``entry``, the ``one_over_k`` entry of the summary (None without a sweep)."""
+
+    rows: pd.DataFrame = field(repr=False)
+    table: pd.DataFrame = field(repr=False)
+    fits: dict[str, dict[str, Any]]
+    entry: dict[str, Any] | None
+    level: float
+    z: float = math.nan  # the normal quantile of ``level`` (the plot's bands)
+    fit_k_min: int | None = None  # where the slope's fit starts (the plot's dotted line)
 
 
-def plot(rows: pd.DataFrame, summary: dict[str, dict[str, Any]], path_stem: Path,
-         level: float) -> list[Path]:
-    """Left: k·(CE − R_k) with its band at ``level`` against Proposition 1's bounds times k. Right: the
-    same, zoomed, against the 1/k expansion c₁ + c₂/k + c₃/k² (dashed) and its limit c₁ (dotted).
-    The slope's fit range starts at the dotted vertical line."""
-    fig, (full, zoom) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained")
-    window = rows.sort_values("k").drop_duplicates("k")
-    k = window.k.to_numpy(float)
-    low, high = k * window.window_low.to_numpy(float), k * window.window_high.to_numpy(float)
-    full.fill_between(k, low, high, color="0.93", label="Proposition 1's window × k")
-    full.plot(k, low, "k--", linewidth=1, label=r"$-k\,\log(1 + e^{2/\tau}/k)$")
-    full.plot(k, high, "k-.", linewidth=1, label=r"$(e^{2/\tau} - 1)^2/8$")
-    for encoder, part in rows.groupby("encoder"):
-        part = part.sort_values("k")
-        name, color = LABELS.get(str(encoder), str(encoder)), COLORS.get(str(encoder), "tab:green")
-        fit = summary[str(encoder)]
-        slope = (f"{name}: slope {fit['slope']:.4f} [{fit['ci_low']:.4f}, {fit['ci_high']:.4f}]"
-                 if fit["slope"] is not None else name)
-        if fit.get("slope_expansion") is not None:
-            slope += f"\n    the 1/k expansion predicts {fit['slope_expansion']:.4f}"
-        else:
-            slope += f"\n    expansion: {fit['regime']}"
-        _band(full, part, color, slope, level)
-        _band(zoom, part, color, f"{name}: k·(CE − R_k), {level:.0%} band", level)
-        if fit.get("slope_expansion") is not None:
-            zoom.plot(part.k, part.k * part.gap_expansion, "--", color=color, linewidth=1,
-                      label=f"{name}: c₁ + c₂/k + c₃/k²")
-            if fit.get("c1") is not None:
-                zoom.axhline(fit["c1"], color=color, linestyle=":", linewidth=1,
-                             label=f"{name}: c₁ = {fit['c1']:.4f} ± {fit.get('c1_se') or 0:.4f}")
-    k_min = _fit_range(rows)[0]
-    for ax in (full, zoom):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(k, [f"{v:g}" for v in k])
-        ax.set_xlabel("negatives k")
-        ax.set_ylabel("k · (CE − R_k)")
-        ax.grid(alpha=0.3)
-        if k_min is not None:
-            ax.axvline(k_min, color="0.4", linestyle=":", linewidth=1)
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
-                  frameon=False)
-    fit_text = f"slope fitted over k ≥ {k_min} (dotted line)" if k_min else "slope over every k"
-    full.set_title(f"k·(CE − R_k) inside Proposition 1's bounds; {fit_text}", fontsize=9)
-    zoom.set_title("zoom: measured against the 1/k expansion", fontsize=9)
-    return save(fig, path_stem)
-
-
-def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path,
-          level: float) -> dict[str, Any]:
-    """``reports/one_over_k.csv`` (a DVC plot: ``series`` names the encoder), the plot
-    ``reports/plots/one_over_k.png``; returns the metrics entry. Intervals at ``level``."""
+def analyse(finite_k: pd.DataFrame, grid: pd.DataFrame, level: float) -> OneOverK:
+    """The law for the first contrastive cell with a sweep (:func:`first_cell`), intervals at
+    ``level``; a grid without one gets an empty table (it keeps the DVC outputs complete)."""
+    if not len(finite_k):
+        empty = pd.DataFrame(columns=["encoder", *CSV_COLUMNS, "series"])
+        return OneOverK(empty, empty, {}, None, level)
     cell = first_cell(finite_k, grid)
     rows = finite_k[finite_k.cell_id == cell].sort_values(["encoder", "k"])
     if "k_gap" not in rows:  # a sweep from before the CRN estimator
@@ -194,10 +153,9 @@ def write(finite_k: pd.DataFrame, grid: pd.DataFrame, reports: Path,
     rows = rows.assign(abs_gap=rows.gap.abs())
     columns = [c for c in CSV_COLUMNS if c in rows]
     series = rows.encoder.map(lambda e: LABELS.get(str(e), str(e)))
-    rows[["encoder", *columns]].assign(series=series).to_csv(reports / "one_over_k.csv",
-                                                             index=False)
+    table = rows[["encoder", *columns]].assign(series=series)
     summary = fits(rows, level)
-    plot(rows, summary, reports / "plots" / "one_over_k", level)
     k_min, k_max = _fit_range(rows)
-    return {"cell_id": cell, "fit_k_min": k_min, "fit_k_max": k_max, "level": level,
-            "resolved_z": RESOLVED_Z, **summary}
+    entry = {"cell_id": cell, "fit_k_min": k_min, "fit_k_max": k_max, "level": level,
+             "resolved_z": RESOLVED_Z, **summary}
+    return OneOverK(rows, table, summary, entry, level, normal_quantile(level), k_min)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,38 +34,13 @@ from pipeline.grid import GRID_AXES
 from pipeline.metrics import METRICS
 from pipeline.report import image_rows
 from pipeline.report.markdown import table as md_table
-from pipeline.report.render import fmt_value, pct
+from pipeline.report.render import fmt_stat, fmt_value, pct
+from pipeline.report.table1 import BETSER_TABLE1, STAT_LABELS, STATS
 from pipeline.report.tables import ok_cells
 from pipeline.search import fit_loglog_slope
 from pipeline.stats.inference import normal_quantile
 
-# Betser et al.'s Table 1 columns, in their order: the registry's statistics with a Gaussian null
-STATS = tuple(m.name for m in METRICS.values() if "null_" in m.families)
-STAT_LABELS = {s: METRICS[s].label for s in STATS}
 _FRACTIONS = tuple(s for s in STATS if METRICS[s].unit == "%")
-
-
-@dataclass(frozen=True)
-class Published:
-    setting: str
-    values: Mapping[str, float]
-
-
-# Betser et al. (2026), Table 1, unnormalised embeddings (SPEC.md §2). Key: (data.name, arch, objective).
-BETSER_TABLE1: dict[tuple[str, str, str], Published] = {
-    ("laplace", "linear", "contrastive"): Published(
-        "Laplace, linear encoder", {"cv": 0.08, "ad_mean": 0.38, "ad_pass_frac": 1.0,
-                                    "dp_p_mean": 0.49, "dp_pass_frac": 1.0}),
-    ("gaussian_mixture", "linear", "contrastive"): Published(
-        "Gaussian mixture, linear", {"cv": 0.08, "ad_mean": 0.39, "ad_pass_frac": 1.0,
-                                     "dp_p_mean": 0.46, "dp_pass_frac": 1.0}),
-    ("cifar10", "resnet18", "supervised"): Published(
-        "CIFAR-10 ResNet-18 supervised", {"cv": 0.5, "ad_mean": 3.3, "ad_pass_frac": 0.062,
-                                          "dp_p_mean": 0.041, "dp_pass_frac": 0.039}),
-    ("cifar10", "resnet18", "contrastive"): Published(
-        "CIFAR-10 ResNet-18 contrastive", {"cv": 0.09, "ad_mean": 0.43, "ad_pass_frac": 0.961,
-                                           "dp_p_mean": 0.39, "dp_pass_frac": 0.945}),
-}
 # "CV falls as batch size and d grow" (Betser et al., §5)
 CLAIMS = (("batch_size", "CV falls as the batch size grows"), ("embed_dim", "CV falls as d grows"))
 
@@ -149,14 +123,6 @@ def trends(cells: pd.DataFrame, axis: str, stat: str = "cv", level: float = 0.95
     return pd.DataFrame(rows)
 
 
-def _fmt(stat: str, value: Any) -> str:
-    """As the registry shows ``stat``, with the unit '%' written out as the paper does."""
-    if value is None or not np.isfinite(value):
-        return "–"
-    metric = METRICS[stat]
-    return metric.text(value) + ("%" if metric.unit == "%" else "")
-
-
 def _published(stat: str, value: float) -> str:
     """A published value as the paper prints it (its own precision)."""
     return f"{100 * value:.3g}%" if METRICS[stat].unit == "%" else fmt_value(value)
@@ -174,7 +140,7 @@ def _parts(cells: pd.DataFrame) -> list[tuple[str, str]]:
 
 def _measured(part: pd.DataFrame, stat: str, parts: list[tuple[str, str]]) -> str:
     cols = [prefix + stat for prefix, _ in parts]
-    return " / ".join(_fmt(stat, part[c].mean() if c in part else math.nan) for c in cols)
+    return " / ".join(fmt_stat(stat, part[c].mean() if c in part else math.nan) for c in cols)
 
 
 def claim_verdict(table: pd.DataFrame) -> str:
@@ -236,8 +202,8 @@ def _gaussianity_line(cells: pd.DataFrame) -> str:
         control = cells[f"control_{stat}"].mean() if f"control_{stat}" in cells else math.nan
         null = cells[f"null_{stat}"].mean() if f"null_{stat}" in cells else math.nan
         changed = cells[f"changed_{stat}"].dropna() if f"changed_{stat}" in cells else pd.Series()
-        text = (f"{STAT_LABELS[stat]} {_fmt(stat, trained)} trained, {_fmt(stat, control)} "
-                f"untrained, {_fmt(stat, null)} for Gaussian data")
+        text = (f"{STAT_LABELS[stat]} {fmt_stat(stat, trained)} trained, {fmt_stat(stat, control)} "
+                f"untrained, {fmt_stat(stat, null)} for Gaussian data")
         if len(changed):
             text += (f" (training changed it in {int(changed.astype(bool).sum())} of "
                      f"{len(changed)} cells)")

@@ -9,11 +9,10 @@ inputs (the same value on every cell of the grid). ``probe_reason`` says why a c
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from pipeline.metrics import is_metric
-from pipeline.report.controls import SUPERVISED_KEYS
+from pipeline.report.controls import sibling_columns
 
 PREFIX = {("trained", "head"): "", ("trained", "backbone"): "backbone_",
           ("initial", "head"): "control_", ("initial", "backbone"): "backbone_control_"}
@@ -53,12 +52,4 @@ def probe_columns(cells: pd.DataFrame, probe: pd.DataFrame) -> pd.DataFrame:
 
 def _supervised(cells: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """``supervised_<name>`` on each contrastive cell from its supervised sibling."""
-    if "objective" not in cells or not (cells.objective == "supervised").any():
-        return cells
-    keys = [k for k in SUPERVISED_KEYS if k in cells]
-    have = [n for n in names if n in cells]
-    sup = cells[(cells.objective == "supervised") & (cells.status == "ok")]
-    part = sup[[*keys, *have]].rename(columns={n: f"supervised_{n}" for n in have})
-    out = cells.merge(part.drop_duplicates(subset=keys), on=keys, how="left")
-    out.loc[out.objective != "contrastive", [f"supervised_{n}" for n in have]] = np.nan
-    return out
+    return sibling_columns(cells, {n: f"supervised_{n}" for n in names if n in cells})

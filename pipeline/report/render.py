@@ -13,9 +13,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from pipeline.metrics import Metric
+from pipeline.metrics import METRICS, Metric
 
 MISSING = "–"
 SIG = "†"
@@ -55,6 +56,15 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return _minus(f"{value:.4g}")
     return _minus(str(value)) if isinstance(value, int) else str(value)
+
+
+def fmt_stat(stat: str, value: Any) -> str:
+    """A Table 1 statistic as the registry shows it, with the unit '%' written out as the paper
+    does; "–" when missing."""
+    if value is None or not np.isfinite(value):
+        return MISSING
+    metric = METRICS[stat]
+    return metric.text(value) + ("%" if metric.unit == "%" else "")
 
 
 def fmt_interval(mean: Any, lo: Any = math.nan, hi: Any = math.nan,

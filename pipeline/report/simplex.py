@@ -43,7 +43,7 @@ def plot(results: Sequence[tuple[str, Sequence[int], np.ndarray]], path_stem: Pa
         ax.set_xticks(range(len(counts)))
         ax.set_yticks(range(len(counts)))
     fig.colorbar(im, ax=axes[:, -1].tolist(), shrink=0.8, label="class-mean cosine")
-    return save(fig, path_stem)
+    return save(fig).write(path_stem)
 
 
 def table(results: Sequence[tuple[str, Sequence[int], np.ndarray]], tol: float) -> pd.DataFrame:

@@ -68,6 +68,11 @@ def check_columns(board: pd.DataFrame, columns: Sequence[str], name: str,
             raise ValueError(f"{name}: unknown column {col!r}; allowed: {', '.join(map(str, allowed))}")
 
 
+def plain(value: object) -> object:
+    """A numpy scalar as the Python value (for JSON); anything else unchanged."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def ok_cells(board: pd.DataFrame) -> pd.DataFrame:
     """Rows with ``status == 'ok'`` (all rows when the board has no status column)."""
     return board[board["status"] == "ok"] if "status" in board else board

@@ -13,6 +13,7 @@ import yaml
 from pipeline.config import expand, load
 from pipeline.metrics import is_metric
 from pipeline.report.build import Inputs, build
+from pipeline.report.figure_plan import norm_cells
 from pipeline.report.publish import write
 from tests.report.synthetic import ROOT
 
@@ -75,8 +76,9 @@ def test_build_is_complete(inputs):
 
 def test_write_gives_every_declared_output(inputs, tmp_path):
     report = build(inputs)
-    write(report, tmp_path, lambda cell_id: np.abs(np.random.default_rng(0).normal(3, 0.3, 200)),
-          pd.DataFrame(), inputs.grid)
+    norms = {c: np.abs(np.random.default_rng(0).normal(3, 0.3, 200))
+             for c in norm_cells(report.figures)}
+    write(report, tmp_path, norms)
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
     declared = [next(iter(o)) if isinstance(o, dict) else o
                 for key in ("outs", "metrics", "plots") for o in stage[key]]

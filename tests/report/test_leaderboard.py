@@ -56,8 +56,8 @@ def test_join_puts_every_stage_under_registry_names():
     assert math.isnan(board.set_index("cell_id").loc["b", "bound"])
 
 
-def test_join_marks_failures_and_ranks_by_the_primary():
-    board = join(_grid(), RECORDS, _stats(), _search(), 10)
+def test_join_marks_failures_and_ranked_ranks_by_the_primary():
+    board = ranked(join(_grid(), RECORDS, _stats(), _search(), 10), "recall_at_1")
     by = board.set_index("cell_id")
     assert by.loc["b", "status"] == "failed" and by.loc["b", "reason"] == "search: NaN similarity"
     assert by.loc["c", "reason"] == "train: NaN loss"

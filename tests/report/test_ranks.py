@@ -94,5 +94,6 @@ def test_no_comparison_says_why(report_cfg):
 
 def test_cd_diagram_is_drawn(tmp_path):
     ranks = pd.DataFrame({"loss": ["a", "b", "c", "d"], "mean_rank": [1.2, 1.9, 3.1, 3.8]})
-    png, svg = critical_difference(ranks, tmp_path / "cd", 1.1, [("a", "b"), ("c", "d")], "loss")
+    png, svg = critical_difference(ranks, 1.1, [("a", "b"), ("c", "d")], "loss").write(
+        tmp_path / "cd")
     assert png.stat().st_size > 5000 and "CD = 1.10" in svg.read_text()

@@ -48,7 +48,7 @@ def grid_board(board) -> pd.DataFrame:
 ])
 def test_metric_vs(grid_board, tmp_path, drawn, axis, xs, cv):
     stem = tmp_path / f"cv_vs_{axis}"
-    _check(figures.metric_vs(grid_board, stem, axis=axis), stem)
+    _check(figures.metric_vs(grid_board, axis=axis).write(stem), stem)
     (ax,) = drawn[0].axes
     series = _series(ax)
     assert set(series) == {"infonce", "dcl"}  # one line per loss; the failed weince cell dropped
@@ -61,7 +61,8 @@ def test_metric_vs_with_control_and_facets(grid_board, tmp_path, drawn):
     stem = tmp_path / "cv_facets"
     board = grid_board.assign(control_cv=0.9 * grid_board.cv,
                               tau=np.where(grid_board.loss == "dcl", 0.2, 0.1))
-    _check(figures.metric_vs(board, stem, axis="embed_dim", control=True, facet="tau"), stem)
+    drawing = figures.metric_vs(board, axis="embed_dim", control=True, facet="tau")
+    _check(drawing.write(stem), stem)
     axes = drawn[0].axes
     assert [ax.get_title() for ax in axes] == ["τ = 0.1", "τ = 0.2"]  # one panel per τ
     for ax, loss in zip(axes, ("infonce", "dcl"), strict=True):
@@ -72,14 +73,14 @@ def test_metric_vs_with_control_and_facets(grid_board, tmp_path, drawn):
         styles = {c.get_label(): c.lines[0].get_linestyle() for c in ax.containers}
         assert styles == {loss: "-", f"{loss} (untrained)": "--"}
     with pytest.raises(ValueError, match="control metric: unknown column 'control_cv'"):
-        figures.metric_vs(grid_board, stem, axis="n", control=True)
+        figures.metric_vs(grid_board, axis="n", control=True).write(stem)
     with pytest.raises(ValueError, match="facet: unknown column 'width'"):
-        figures.metric_vs(board, stem, axis="n", facet="width")
+        figures.metric_vs(board, axis="n", facet="width").write(stem)
 
 
 def test_metric_vs_unknown_axis(grid_board, tmp_path):
     with pytest.raises(ValueError, match="axis = 'batch_size': allowed: k, n, embed_dim"):
-        figures.metric_vs(grid_board, tmp_path / "x", axis="batch_size")
+        figures.metric_vs(grid_board, axis="batch_size").write(tmp_path / "x")
 
 
 def test_pass_rate_vs_epoch(tmp_path, drawn):
@@ -89,7 +90,7 @@ def test_pass_rate_vs_epoch(tmp_path, drawn):
             for c, loss in enumerate(["infonce", "infonce", "dcl"]) for e in (0, 5, 10)
             for rep in ("raw", "normalized")]
     stem = tmp_path / "pass"
-    _check(figures.pass_rate_vs_epoch(pd.DataFrame(rows), stem), stem)
+    _check(figures.pass_rate_vs_epoch(pd.DataFrame(rows)).write(stem), stem)
     ad, dp = drawn[0].axes
     assert ad.get_ylim() == (-2, 102) and "Anderson" in ad.get_title()
     assert set(_series(ad)) == {f"{loss} ({rep})" for loss in ("infonce", "dcl")
@@ -98,14 +99,14 @@ def test_pass_rate_vs_epoch(tmp_path, drawn):
     assert x == [0, 5, 10] and y == pytest.approx([52.0, 72.0, 92.0])
     assert _series(dp)["infonce (raw)"][1] == pytest.approx([40.0, 65.0, 90.0])
     with pytest.raises(ValueError, match="stats columns: unknown column 'epoch'"):
-        figures.pass_rate_vs_epoch(pd.DataFrame(rows).drop(columns="epoch"), stem)
+        figures.pass_rate_vs_epoch(pd.DataFrame(rows).drop(columns="epoch")).write(stem)
 
 
 def test_norm_histograms(tmp_path, drawn):
     rng = np.random.default_rng(0)
     stem = tmp_path / "norms"
     _check(figures.norm_histograms({"infonce": rng.normal(4, 0.2, 500),
-                                    "dcl": rng.normal(4, 0.4, 500)}, stem), stem)
+                                    "dcl": rng.normal(4, 0.4, 500)}).write(stem), stem)
     (ax,) = drawn[0].axes
     assert [p.get_label() for p in ax.patches] == ["infonce", "dcl"]  # one outline each
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["infonce", "dcl"]
@@ -113,7 +114,7 @@ def test_norm_histograms(tmp_path, drawn):
     peak = {p.get_label(): p.get_path().vertices[:, 1].max() for p in ax.patches}
     assert 1.5 < peak["infonce"] / peak["dcl"] < 2.7
     with pytest.raises(ValueError, match="norms_by_label: empty"):
-        figures.norm_histograms({}, stem)
+        figures.norm_histograms({})
 
 
 def test_gap_vs_k(tmp_path, drawn):
@@ -121,8 +122,8 @@ def test_gap_vs_k(tmp_path, drawn):
                        "gap": [0.5, 0.13, 0.03, 0.008, -0.4, -0.2, -0.1, -0.05],
                        "gap_se": [0.01] * 8})
     stem = tmp_path / "gap"
-    _check(figures.gap_vs_k(df, stem, hue=["loss"]), stem)
-    _check(figures.gap_vs_k(df.drop(columns=["gap_se", "loss"]), stem), stem)
+    _check(figures.gap_vs_k(df, hue=["loss"]).write(stem), stem)
+    _check(figures.gap_vs_k(df.drop(columns=["gap_se", "loss"])).write(stem), stem)
     ax = drawn[0].axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log"
     series = _series(ax)
@@ -140,7 +141,7 @@ def test_bound_terms(tmp_path, drawn):
                        "term_finite_k": [0.2, 0.05, 0.01], "term_neg": [-0.05, -0.02, 0.0],
                        "bound": [0.45, 0.18, 0.09], "gap": [0.1, 0.04, 0.02]})
     stem = tmp_path / "bound"
-    _check(figures.bound_terms(df, stem), stem)
+    _check(figures.bound_terms(df).write(stem), stem)
     (ax,) = drawn[0].axes
     bars = {c.get_label(): c for c in ax.containers if isinstance(c, BarContainer)}
     assert list(bars) == ["term_sampling", "term_finite_k", "term_neg"]  # stacked, in order
@@ -153,13 +154,13 @@ def test_bound_terms(tmp_path, drawn):
                if ln.get_label() in ("bound", "gap")}
     assert markers == {"bound": [0.45, 0.18, 0.09], "gap": [0.1, 0.04, 0.02]}
     with pytest.raises(ValueError, match="terms: no numeric term columns"):
-        figures.bound_terms(df[["k", "bound"]], stem)
+        figures.bound_terms(df[["k", "bound"]])
 
 
 def test_variant_comparison(board, tmp_path, drawn):
     table = aggregate(board, ["loss", "k"], ["recall_at_1"])
     stem = tmp_path / "variants"
-    _check(figures.variant_comparison(table, stem, "recall_at_1"), stem)
+    _check(figures.variant_comparison(table, "recall_at_1").write(stem), stem)
     (ax,) = drawn[0].axes
     (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
     heights = [b.get_height() for b in bars]
@@ -172,13 +173,13 @@ def test_variant_comparison(board, tmp_path, drawn):
     assert all(len(c) == 1 for c in colours.values()) and len(
         {next(iter(c)) for c in colours.values()}) == len(colours)
     with pytest.raises(ValueError, match="metric = 'cv': not in the table; allowed: recall_at_1"):
-        figures.variant_comparison(table, stem, "cv")
+        figures.variant_comparison(table, "cv").write(stem)
 
 
 def test_svg_is_reproducible(board, tmp_path):
     table = aggregate(board, ["loss", "k"], ["recall_at_1"])
-    a = figures.variant_comparison(table, tmp_path / "a", "recall_at_1")[1].read_text()
-    b = figures.variant_comparison(table, tmp_path / "b", "recall_at_1")[1].read_text()
+    a = figures.variant_comparison(table, "recall_at_1").write(tmp_path / "a")[1].read_text()
+    b = figures.variant_comparison(table, "recall_at_1").write(tmp_path / "b")[1].read_text()
     assert a == b
 
 
@@ -205,7 +206,7 @@ def test_plan_is_bounded_whatever_the_grid_size(profile, tmp_path):
         if spec.kind == "variant_comparison":
             assert len(spec.data) == cells.loss.nunique()  # one bar per loss
     spec = next(s for s in specs if s.name == "recall_vs_k")
-    paths = figures.draw(spec, tmp_path)
+    paths = figures.draw(spec).write(tmp_path / spec.name)
     assert paths[0].stat().st_size > 1000
 
 

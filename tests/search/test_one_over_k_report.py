@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report import one_over_k
+from pipeline.report import one_over_k, one_over_k_plot
 from pipeline.search import crn_gap_sweep, crn_table, fit_loglog_slope, nested_negatives
 from tests.conftest import assert_drawn_png
 
@@ -30,15 +30,23 @@ def _rows(rng, encoder, tau=1.0, fit_k_max=None):
     return rows, sweep
 
 
+def _write(finite_k, grid, out, level):
+    """What publish does with the law's values: its table as one_over_k.csv, its plot."""
+    law = one_over_k.analyse(finite_k, grid, level)
+    law.table.to_csv(out / "one_over_k.csv", index=False)
+    one_over_k_plot.plot(law).write(out / "plots" / "one_over_k")
+    return law.entry
+
+
 def test_write(rng, tmp_path, capture):
-    figs = capture(one_over_k)
+    figs = capture(one_over_k_plot)
     (tmp_path / "plots").mkdir()
     trained, sweep = _rows(rng, "trained")
     initial, _ = _rows(rng, "initial")
     frame = pd.DataFrame(trained + initial + [{**r, "cell_id": "c1"} for r in trained])
     frame.to_parquet(tmp_path / "finite_k.parquet")  # the list column survives Parquet
     frame = pd.read_parquet(tmp_path / "finite_k.parquet")
-    entry = one_over_k.write(frame, pd.DataFrame({"cell_id": ["c9", "c0", "c1"]}), tmp_path, 0.95)
+    entry = _write(frame, pd.DataFrame({"cell_id": ["c9", "c0", "c1"]}), tmp_path, 0.95)
     csv = pd.read_csv(tmp_path / "one_over_k.csv")
     assert list(csv.columns) == ["encoder", *one_over_k.CSV_COLUMNS, "series"]
     assert set(csv.series) == {"trained", "fixed φ (untrained)"}  # DVC's plot series
@@ -88,7 +96,7 @@ def test_outside_the_regime_only_the_raw_slope(rng, tmp_path):
     rows, sweep = _rows(rng, "trained", tau=0.1)
     c1, c2, c3 = map(float, sweep.coef)
     assert abs(c2 / c1) / 8 > 0.1 or abs(c3 / c1) / 64 > 0.1
-    entry = one_over_k.write(pd.DataFrame(rows), pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
+    entry = _write(pd.DataFrame(rows), pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
     got = entry["trained"]
     assert got["regime"].startswith("outside the asymptotic regime")
     assert got["slope"] is not None
@@ -99,10 +107,10 @@ def test_write_with_an_upper_end_and_old_rows(rng, tmp_path):
     """fit_k_max is honoured; rows without the CRN columns still give a table and a fit."""
     (tmp_path / "plots").mkdir()
     rows, sweep = _rows(rng, "trained", fit_k_max=32)
-    entry = one_over_k.write(pd.DataFrame(rows), pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
+    entry = _write(pd.DataFrame(rows), pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
     assert entry["fit_k_max"] == 32 and entry["trained"]["n_points"] == 3
     old = pd.DataFrame(rows)[["cell_id", "encoder", "k", "risk", "ce", "gap", "gap_se",
                               "window_low", "window_high"]]
-    entry = one_over_k.write(old, pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
+    entry = _write(old, pd.DataFrame({"cell_id": ["c0"]}), tmp_path, 0.95)
     assert entry["trained"]["method"] == "wls_known_se" and entry["fit_k_min"] is None
     assert "k_gap" in pd.read_csv(tmp_path / "one_over_k.csv")
