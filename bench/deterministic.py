@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     shape = (3, args.size, args.size) if args.arch == "resnet18" else (args.size,)
-    options = {"resnet18": {}, "mlp": {"hidden": [128], "bias": True}, "linear": {"bias": False}}
+    options: dict[str, dict[str, Any]] = {
+        "resnet18": {}, "mlp": {"hidden": [128], "bias": True}, "linear": {"bias": False}}
     torch.manual_seed(0)
     model = make_encoder(args.arch, shape, 128, options[args.arch])
     step = encoder_step(model, shape, args.batch, device)

@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         k = min(b - 1, 255)
         print(f"\nB = {b}, k = {k}: median forward+backward, ms")
         print("  " + "  ".join(f"{name} {1e3 * v:.1f}" for name, v in t.items()))
-        rows = [("nt_xent / naive 2Bx2B", t["nt_xent"] / t["naive"], None)]
+        rows: list[tuple[str, float, float | None]] = [
+            ("nt_xent / naive 2Bx2B", t["nt_xent"] / t["naive"], None)]
         if "lightly" in t:
             rows.append(("nt_xent / lightly", t["nt_xent"] / t["lightly"], 0.5))
         for name, target in [("dcl", 1.5), ("weince", 3.0), ("synco", 1.5)]:
@@ -163,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("supcon", "soft_supcon", "y_aware", "xclr", "xclr_graph"):
             rows.append((f"{name} / infonce", t[name] / t["infonce"], 1.5))
             rows.append((f"{name} / nt_xent (same 2Bx2B)", t[name] / t["nt_xent"], None))
-        for label, ratio, target in rows:
-            verdict = "" if target is None else ("  ok" if ratio <= target else f"  > {target}")
+        for label, ratio, limit in rows:
+            verdict = "" if limit is None else ("  ok" if ratio <= limit else f"  > {limit}")
             print(f"  {label:34s} {ratio:6.2f}{verdict}")
     return 0
 

@@ -39,8 +39,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +54,9 @@ if any(k not in os.environ for k in _MALLOC) and not os.environ.get("CBENCH_BENC
     os.execv(sys.executable, [sys.executable, *sys.argv])
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("RAY_ADDRESS", None)  # always a local instance on 127.0.0.1, never a cluster
+# Read by `import ray`, just below: a local node on 127.0.0.1 (pipeline.runtime.executor, which
+# sets it too, is imported after ray here)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import psutil  # noqa: E402
 import ray  # noqa: E402
@@ -61,10 +66,10 @@ import yaml  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 from pipeline import __version__  # noqa: E402
-from pipeline.config import Params, expand, from_mapping, merge, read_yaml  # noqa: E402
-from pipeline.datasets import load_dataset  # noqa: E402
+from pipeline.config import Cell, Params, expand, from_mapping, merge, read_yaml  # noqa: E402
+from pipeline.datasets import Dataset, load_dataset  # noqa: E402
 from pipeline.runtime import context, executor, storage  # noqa: E402
-from pipeline.runtime.cells import run_cell  # noqa: E402
+from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
 from pipeline.runtime.executor import init_ray  # noqa: E402
 from pipeline.runtime.tracking import Tracker  # noqa: E402
 from stages import train as train_stage  # noqa: E402
@@ -96,15 +101,17 @@ class Run:
 CPU_FILE = "bench_cpu.txt"  # written next to cell.json by the wrapped Ray task
 
 
-_TASK = executor._task  # what run_cells submits, whatever its arguments
+_TASK = executor._task  # what run_cells submits
 
 
-def _task_with_cpu(cell, dataset, root, *args, **kwargs):
+def _task_with_cpu(cell: Cell, dataset: Dataset, folder: str, meta: Mapping[str, Any],
+                   threads: int, snapshot_epochs: Sequence[int],
+                   plugins: Sequence[str]) -> CellOutcome:
     """executor._task, also writing the task's CPU seconds (the worker process, and the calling
-    thread) next to the cell's cell.json."""
+    thread) next to the cell's cell.json, in its folder of the store."""
     cpu, thread = time.process_time(), time.thread_time()
-    out = _TASK(cell, dataset, root, *args, **kwargs)
-    (storage.cell_dir(root, cell.cell_id) / CPU_FILE).write_text(
+    out = _TASK(cell, dataset, folder, meta, threads, snapshot_epochs, plugins)
+    (Path(folder) / CPU_FILE).write_text(
         f"{time.process_time() - cpu} {time.thread_time() - thread}")
     return out
 
@@ -128,7 +135,8 @@ def bare(params: Params, dataset, root: Path, meta: dict[str, str]) -> Run:
     start, cpu0 = time.perf_counter(), time.process_time()
     for cell in expand(params):
         cpu, thread = time.process_time(), time.thread_time()
-        out = run_cell(cell, dataset, root, meta, params.train.threads, params.stats.epochs)
+        out = run_cell(cell, dataset, root / cell.cell_id, meta, params.train.threads,
+                       params.stats.epochs)
         cpus.append(time.process_time() - cpu)
         threads.append(time.thread_time() - thread)
         assert out.status == "ok", out.reason
@@ -148,7 +156,8 @@ def _pool_init(dataset, root: Path, meta: dict[str, str]) -> None:
 def _pool_cell(args) -> tuple[float, float, float]:
     cell, threads, epochs = args
     cpu, thread = time.process_time(), time.thread_time()
-    out = run_cell(cell, _POOL["dataset"], _POOL["root"], _POOL["meta"], threads, epochs)
+    out = run_cell(cell, _POOL["dataset"], _POOL["root"] / cell.cell_id, _POOL["meta"], threads,
+                   epochs)
     assert out.status == "ok", out.reason
     return out.wall_seconds, time.process_time() - cpu, time.thread_time() - thread
 
@@ -163,8 +172,9 @@ def parallel_bare(pool, params: Params, root: Path) -> Run:
 
 
 def pipeline(params: Params) -> Run:
-    """``stages.train.main()`` in the current (throw-away) project folder."""
-    shutil.rmtree(context.CELLS, ignore_errors=True)
+    """``stages.train.main()`` in the current (throw-away) project folder, with an empty cell
+    store (``$CBENCH_STORE``, set by :func:`main` to a folder of its own)."""
+    shutil.rmtree(os.environ["CBENCH_STORE"], ignore_errors=True)
     context.GRID.unlink(missing_ok=True)
     text = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
     storage.atomic_write_bytes(context.RESOLVED, text.encode())
@@ -174,7 +184,8 @@ def pipeline(params: Params) -> Run:
     seconds, driver = time.perf_counter() - start, time.process_time() - cpu0
     tree = sum(t - tree0.get(pid, 0.0) for pid, t in _tree_cpu().items())
     assert rc == 0
-    folders = [storage.cell_dir(context.CELLS, c.cell_id) for c in expand(params)]
+    in_store = context.cell_folders()
+    folders = [Path(str(in_store[c.cell_id])) for c in expand(params)]
     records = [storage.read_json(f / "cell.json") for f in folders]
     assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
     cpu = [[float(v) for v in (f / CPU_FILE).read_text().split()] for f in folders]
@@ -235,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         # Everything, Ray's workers included (they inherit the raylet's working directory), writes
         # under this folder: the stage's relative paths (data/cells, mlruns.db) resolve here.
         os.chdir(tmp)
+        os.environ["CBENCH_STORE"] = str(Path(tmp) / "store")  # never the shared cell store
         probe = bench_params(n, 1)
         d = probe.data
         dataset = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)

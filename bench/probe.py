@@ -41,6 +41,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,8 +63,10 @@ class Outcome:
     seconds: float
 
 
-def synthetic(n: int, n_test: int, d: int, classes: int,
-              seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+Data = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # x, y, x_test, y_test
+
+
+def synthetic(n: int, n_test: int, d: int, classes: int, seed: int = 0) -> Data:
     rng = np.random.default_rng(seed)
     mix = (rng.normal(size=(d, d)) / np.sqrt(d) * np.arange(1, d + 1) ** -0.5).astype(np.float32)
     means = (0.18 * rng.normal(size=(classes, d))).astype(np.float32)
@@ -98,7 +101,8 @@ def sklearn_sweep(x, y, xt, yt, tol: float, max_iter: int, warm: bool,
     scaler = StandardScaler().fit(x)
     xs, xts = scaler.transform(x), scaler.transform(xt)
     model = LogisticRegression(solver="lbfgs", tol=tol, max_iter=max_iter, warm_start=warm)
-    fits, val_acc = [], []
+    fits: list[Any] = []  # LogisticRegression (scikit-learn ships no type hints)
+    val_acc: list[float] = []
     for c in C_GRID:
         fit = LogisticRegression(solver="lbfgs", C=c, tol=tol, max_iter=max_iter, warm_start=warm)
         if warm and fits:  # continue from the previous C's solution
@@ -137,20 +141,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.threads}, {args.clock} clock, ours on {args.device}; n {args.n} x d "
           f"{args.dim}, {args.classes} classes, n_test {args.n_test}; C grid {C_GRID}, tol "
           f"{args.tol}, max_iter {args.max_iter}, repeats {args.repeats}")
-    x, y, xt, yt = synthetic(args.n, args.n_test, args.dim, args.classes)
-    runs: dict[str, Callable[..., Outcome]] = {
-        "ours": lambda *a: ours(*a, args.tol, args.max_iter, args.device, clock),
-        "sklearn": lambda *a: sklearn_sweep(*a, args.tol, args.max_iter, False, clock),
-        "sklearn_warm": lambda *a: sklearn_sweep(*a, args.tol, args.max_iter, True, clock),
+    data = synthetic(args.n, args.n_test, args.dim, args.classes)
+    runs: dict[str, Callable[[Data], Outcome]] = {
+        "ours": lambda d: ours(*d, args.tol, args.max_iter, args.device, clock),
+        "sklearn": lambda d: sklearn_sweep(*d, args.tol, args.max_iter, False, clock),
+        "sklearn_warm": lambda d: sklearn_sweep(*d, args.tol, args.max_iter, True, clock),
     }
     warnings.filterwarnings("ignore", message=".*failed to converge.*")  # max_iter at large C
     small = synthetic(500, 100, 16, args.classes, seed=1)
     for fn in runs.values():
-        fn(*small)
+        fn(small)
     results: dict[str, list[Outcome]] = {name: [] for name in runs}
     for _ in range(args.repeats):
         for name, fn in runs.items():
-            results[name].append(fn(x, y, xt, yt))
+            results[name].append(fn(data))
     t = {name: statistics.median(o.seconds for o in out) for name, out in results.items()}
     print("\nmedian seconds for the sweep + refit + scoring; held-out accuracy; chosen C")
     for name, out in results.items():

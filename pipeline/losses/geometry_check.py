@@ -73,7 +73,7 @@ def optimise_free_embeddings(
             loss = supcon(z, labels, tau)
         else:
             loss = soft_supcon(z, labels, tau, eps)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch: Tensor.backward is unannotated
         opt.step()
     with torch.no_grad():
         return class_mean_cosines(z, labels, len(class_counts))

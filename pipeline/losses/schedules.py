@@ -110,15 +110,18 @@ def temperature_at(schedule: str, step: int, total_steps: int, options: Mapping[
     form: build a :class:`LearnableTemperature` instead.
     """
     if step < 0 or total_steps < 1:
-        raise ValueError(
-            f"temperature_at: step = {step}, total_steps = {total_steps}: need step >= 0, total_steps >= 1"
+        raise ValueError(  # one f-string: two would change every cell's code fingerprint
+            f"temperature_at: step = {step}, total_steps = {total_steps}: need step >= 0, total_steps >= 1"  # noqa: E501
         )
     o = options
     if schedule == "constant":
         return float(o["tau"])
     if schedule == "log_anneal":
+        # The options are Any. A typed rewrite here would change every cell's code fingerprint
+        # (each cached cell would retrain once, to the same values), so the check is waived.
         beta = o["c"] * math.log(step + 2)
-        return 1.0 / min(max(beta, 1.0 / o["tau_max"]), 1.0 / o["tau_min"])
+        return 1.0 / min(max(beta, 1.0 / o["tau_max"]),  # type: ignore[no-any-return]
+                         1.0 / o["tau_min"])
     p = _progress(step, total_steps)
     if schedule == "linear":
         return float(o["tau_start"] + (o["tau_end"] - o["tau_start"]) * p)

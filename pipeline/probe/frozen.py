@@ -74,5 +74,7 @@ def evaluate_inputs(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
                     y_test: np.ndarray, settings: ProbeSettings,
                     rng: np.random.Generator) -> dict[str, Any]:
     """The scores of the raw inputs, flattened to vectors (``input``)."""
-    flat = lambda x: np.ascontiguousarray(x, dtype=np.float32).reshape(len(x), -1)  # noqa: E731
+    def flat(x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x, dtype=np.float32).reshape(len(x), -1)
+
     return _scores(flat(x_train), y_train, flat(x_test), y_test, settings, rng, None)

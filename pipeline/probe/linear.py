@@ -188,7 +188,7 @@ def fit_logistic(x: Tensor, y: Tensor, n_classes: int, c: float, *,
         return loss
 
     with torch.no_grad():
-        opt.step(closure)
+        opt.step(closure)  # type: ignore[no-untyped-call]  # torch: LBFGS.step is unannotated
         if torch.equal(last[0], theta):  # the line search ended on its last evaluation
             loss, grad = last[1], last[2]
         else:

@@ -58,7 +58,8 @@ class CellSearch(NamedTuple):
 def unit_embeddings(model: nn.Module, x: Tensor) -> Tensor:
     """``(N, d)`` float64 embeddings of inputs ``x``, each row scaled to unit L2 norm."""
     z = encode(model, x).double()
-    return z / z.norm(dim=1, keepdim=True)
+    unit: Tensor = z / z.norm(dim=1, keepdim=True)
+    return unit
 
 
 def _pool_inputs(cell: Cell, x_rest: Tensor, size: int) -> tuple[Tensor, str]:

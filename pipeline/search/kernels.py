@@ -56,7 +56,8 @@ def normalize_rows(x: Tensor, name: str) -> Tensor:
             f"{name}[{int(bad[0, 0])}] has norm {float(norms[bad[0, 0], 0])}: "
             "cannot L2-normalise a zero or non-finite row"
         )
-    return x / norms
+    unit: Tensor = x / norms
+    return unit
 
 
 def _positional_arity(fn: Callable[..., Any]) -> int:
@@ -135,7 +136,8 @@ def softmax_search_kernel(
     z: Any, pool: Any, tau: float, rows: slice | None = None, dtype: torch.dtype = torch.float64
 ) -> np.ndarray:
     """Q̂(z_i, ξ_l) = exp(s_il/τ) / Σ_l' exp(s_il'/τ): ``(b, m)`` rows summing to 1 (SPEC.md §3)."""
-    return np.exp(log_softmax_search_kernel(z, pool, tau, rows, dtype))
+    kernel: np.ndarray = np.exp(log_softmax_search_kernel(z, pool, tau, rows, dtype))
+    return kernel
 
 
 def idealised_search_kernel(log_ratio_rows: Any) -> np.ndarray:

@@ -11,7 +11,8 @@ from pipeline.search.cross_entropy import RiskEstimate, population_risk
 
 def _normalize(z: np.ndarray) -> np.ndarray:
     z = np.asarray(z, dtype=np.float64)
-    return z / np.linalg.norm(z, axis=1, keepdims=True)
+    unit: np.ndarray = z / np.linalg.norm(z, axis=1, keepdims=True)
+    return unit
 
 
 def heldout_infonce_risk(anchor: np.ndarray, positive: np.ndarray, k: int, tau: float,
@@ -65,7 +66,7 @@ def loo_majority_knn_accuracy(z: np.ndarray, labels: np.ndarray, k: int,
     """
     u = _normalize(z)
     labels = np.asarray(labels)
-    n = u.shape[0]
+    n: int = u.shape[0]
     if not 1 <= k <= n - 1:
         raise ValueError(f"k = {k}: need 1 <= k <= N - 1 = {n - 1}")
     n_classes = int(labels.max()) + 1

@@ -149,7 +149,8 @@ def mann_whitney_probability(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     ``(..., q)`` → ``(...)``; the Mann–Whitney U of x against y divided by p·q."""
     gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
     eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
-    return gt + 0.5 * eq
+    probability: np.ndarray = gt + 0.5 * eq
+    return probability
 
 
 def improvement(scores: np.ndarray, methods: tuple[str, ...] | list[str], higher_is_better: bool,

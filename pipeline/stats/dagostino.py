@@ -44,7 +44,8 @@ def _z_skew(b2: np.ndarray, n: float) -> np.ndarray:
     delta = 1 / np.sqrt(0.5 * np.log(w2))
     alpha = np.sqrt(2.0 / (w2 - 1))
     y = np.where(y == 0, 1.0, y)  # scipy's behaviour, kept for exact agreement
-    return delta * np.log(y / alpha + np.sqrt((y / alpha) ** 2 + 1))
+    z: np.ndarray = delta * np.log(y / alpha + np.sqrt((y / alpha) ** 2 + 1))
+    return z
 
 
 def _z_kurt(b2: np.ndarray, n: float) -> np.ndarray:
@@ -65,7 +66,8 @@ def _z_kurt(b2: np.ndarray, n: float) -> np.ndarray:
         term2 = np.sign(denom) * np.where(
             denom == 0.0, np.nan, ((1 - 2.0 / a) / np.abs(denom)) ** (1 / 3)
         )
-    return (term1 - term2) / (2 / (9.0 * a)) ** 0.5
+    z: np.ndarray = (term1 - term2) / (2 / (9.0 * a)) ** 0.5
+    return z
 
 
 def k2_from_moments(mom: RowMoments) -> tuple[np.ndarray, np.ndarray]:

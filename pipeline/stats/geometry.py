@@ -18,7 +18,8 @@ def _unit_rows(z: np.ndarray, name: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[0] == 0:
         raise ValueError(f"{name}.shape = {arr.shape}: expected a non-empty 2-D (N, d) array")
     with np.errstate(divide="ignore", invalid="ignore"):
-        return arr / np.linalg.norm(arr, axis=1, keepdims=True)
+        unit: np.ndarray = arr / np.linalg.norm(arr, axis=1, keepdims=True)
+    return unit
 
 
 def _chunks(n: int) -> list[slice]:

@@ -21,4 +21,5 @@ def random_projections(z: np.ndarray, count: int, rng: np.random.Generator) -> n
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng = {rng!r}: expected a numpy.random.Generator")
     q, _ = np.linalg.qr(rng.standard_normal((d, count)))
-    return arr @ q
+    projected: np.ndarray = arr @ q
+    return projected

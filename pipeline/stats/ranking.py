@@ -58,13 +58,15 @@ def seed_means(scores: np.ndarray) -> np.ndarray:
     counts = present.sum(axis=2)
     sums = np.where(present, scores, 0.0).sum(axis=2)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        means: np.ndarray = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return means
 
 
 def block_ranks(means: np.ndarray, higher_is_better: bool) -> np.ndarray:
     """``(N, m)`` ranks within each row (1 = best, ties averaged) of complete rows ``means``."""
     signed = -means if higher_is_better else means
-    return sps.rankdata(signed, axis=1, method="average")
+    ranks: np.ndarray = sps.rankdata(signed, axis=1, method="average")
+    return ranks
 
 
 @dataclass(frozen=True)

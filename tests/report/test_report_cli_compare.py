@@ -8,7 +8,6 @@ import shutil
 import pytest
 
 from pipeline.cli import main
-from pipeline.cli_compare import compare_main
 from tests.report.synthetic import ROOT
 
 
@@ -20,7 +19,7 @@ def csv(board, tmp_path):
 
 
 def test_side_by_side(csv, capsys):
-    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--metrics", "recall_at_1"]) == 0
+    assert main(["compare", "infonce", "dcl", "--csv", str(csv), "--metrics", "recall_at_1"]) == 0
     out = capsys.readouterr().out
     assert "infonce vs dcl (loss)" in out and "fixed: tau=0.1 arch=linear" in out
     assert "95% t-interval" in out
@@ -48,40 +47,40 @@ def test_reads_cells_csv_by_default(board, tmp_path, monkeypatch, capsys):
 def test_the_seed_averaged_table_is_refused(board, tmp_path, capsys):
     path = tmp_path / "leaderboard.csv"
     board.drop(columns="seed").to_csv(path, index=False)
-    assert compare_main(["infonce", "dcl", "--csv", str(path)]) == 2
+    assert main(["compare", "infonce", "dcl", "--csv", str(path)]) == 2
     assert "no 'seed' column; compare reads the per-cell table" in capsys.readouterr().err
 
 
 def test_level_follows_params_or_flag(csv, capsys):
-    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--level", "0.9"]) == 0
+    assert main(["compare", "infonce", "dcl", "--csv", str(csv), "--level", "0.9"]) == 0
     assert "90% t-interval" in capsys.readouterr().out
 
 
 def test_unknown_variant_exit_2(csv, capsys):
-    assert compare_main(["infonce", "simclr", "--csv", str(csv)]) == 2
+    assert main(["compare", "infonce", "simclr", "--csv", str(csv)]) == 2
     err = capsys.readouterr().err
     assert "unknown loss 'simclr'; allowed: dcl, infonce, weince" in err
 
 
 def test_usage_errors(csv, tmp_path, capsys):
-    assert compare_main(["infonce", "dcl", "--csv", str(tmp_path / "none.csv")]) == 2
+    assert main(["compare", "infonce", "dcl", "--csv", str(tmp_path / "none.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert compare_main(["infonce", "infonce", "--csv", str(csv)]) == 2
-    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--axis", "variant"]) == 2
+    assert main(["compare", "infonce", "infonce", "--csv", str(csv)]) == 2
+    assert main(["compare", "infonce", "dcl", "--csv", str(csv), "--axis", "variant"]) == 2
     assert "allowed: loss, k, tau, arch" in capsys.readouterr().err
-    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--metrics", "nope"]) == 2
+    assert main(["compare", "infonce", "dcl", "--csv", str(csv), "--metrics", "nope"]) == 2
     assert "metrics: unknown column 'nope'" in capsys.readouterr().err
-    assert compare_main(["infonce", "dcl", "--csv", str(csv), "--params", "nope.yaml"]) == 2
+    assert main(["compare", "infonce", "dcl", "--csv", str(csv), "--params", "nope.yaml"]) == 2
     assert "--params nope.yaml: no such file" in capsys.readouterr().err
-    assert compare_main(["infonce"]) == 2  # argparse: B missing
-    assert compare_main(["--help"]) == 0
+    assert main(["compare", "infonce"]) == 2  # argparse: B missing
+    assert main(["compare", "--help"]) == 0
 
 
 def test_numeric_axis(csv, capsys):
-    assert compare_main(["4", "16", "--axis", "k", "--csv", str(csv), "--metrics", "cv"]) == 0
+    assert main(["compare", "4", "16", "--axis", "k", "--csv", str(csv), "--metrics", "cv"]) == 0
     assert "4 vs 16 (k)" in capsys.readouterr().out
 
 
 def test_no_common_setting(csv, capsys):
-    assert compare_main(["infonce", "weince", "--csv", str(csv)]) == 0
+    assert main(["compare", "infonce", "weince", "--csv", str(csv)]) == 0
     assert "no setting has ok cells of both infonce and weince" in capsys.readouterr().out

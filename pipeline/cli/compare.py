@@ -11,36 +11,32 @@ codes: 0 printed, 2 usage error (unknown variant, axis, metric or file).
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from pipeline.cli import UsageError, report_config
+from pipeline.cli.common import Command, Parser, UsageError, add_params, report_config
 from pipeline.metrics import is_metric, lookup
-from pipeline.report.compare import compare_to_baseline, default_pair_on
-from pipeline.report.markdown import table
-from pipeline.report.render import fmt_interval, fmt_value, pct
-from pipeline.report.tables import aggregate, axes_in, metrics_in
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cbench compare", description=__doc__.splitlines()[0])
-    p.add_argument("a", metavar="A", help="first variant (the reference of the difference)")
-    p.add_argument("b", metavar="B", help="second variant; differences are B − A")
-    p.add_argument("--csv", type=Path, default=Path("reports/cells.csv"),
-                   help="per-cell table (default: reports/cells.csv)")
-    p.add_argument("--params", default="params.yaml",
-                   help="params file: report.columns and report.level are the defaults")
-    p.add_argument("--axis", default="loss", help="the column A and B are values of (default: loss)")
-    p.add_argument("--metrics", nargs="+", help="metrics to compare (default: report.columns "
-                   "present in the table)")
-    p.add_argument("--level", type=float, help="interval level (default: report.level)")
-    return p
+def configure(parser: Parser) -> None:
+    parser.add_argument("a", metavar="A", help="first variant (the reference of the difference)")
+    parser.add_argument("b", metavar="B", help="second variant; differences are B − A")
+    parser.add_argument("--csv", type=Path, default=Path("reports/cells.csv"),
+                        help="per-cell table (default: reports/cells.csv)")
+    add_params(parser, "report.columns and report.level are the defaults")
+    parser.add_argument("--axis", default="loss",
+                        help="the column A and B are values of (default: loss)")
+    parser.add_argument("--metrics", nargs="+", help="metrics to compare (default: "
+                        "report.columns present in the table)")
+    parser.add_argument("--level", type=float, help="interval level (default: report.level)")
 
 
 def _fmt(metric: str, mean: float, lo: float = float("nan"), hi: float = float("nan")) -> str:
+    from pipeline.report.render import fmt_interval
+
     return fmt_interval(mean, lo, hi, lookup(metric) if is_metric(metric) else None)
 
 
@@ -50,6 +46,12 @@ def _name(metric: str) -> str:
 
 def _side_by_side(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[str],
                   level: float, alpha: float) -> tuple[list[str], list[list[str]]]:
+    import pandas as pd
+
+    from pipeline.report.compare import compare_to_baseline, default_pair_on
+    from pipeline.report.render import fmt_value
+    from pipeline.report.tables import aggregate
+
     pair_on = default_pair_on(board, axis)
     sub = board[board[axis].isin([a, b])]
     agg = aggregate(sub, [axis, *pair_on], metrics, level)
@@ -74,6 +76,9 @@ def _side_by_side(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[
 
 def _pooled(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[str],
             level: float, alpha: float) -> tuple[list[str], list[list[str]]]:
+    from pipeline.report.compare import compare_to_baseline
+    from pipeline.report.render import fmt_value
+
     sub = board[board[axis].isin([a, b])]
     cmp = compare_to_baseline(sub, a, axis, None, metrics, level, alpha, by_setting=False)
     rows = [[_name(r.metric), str(r.n_pairs), _fmt(r.metric, r.baseline_mean),
@@ -83,44 +88,38 @@ def _pooled(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[str],
     return ["metric", "pairs", a, b, f"{b} − {a}", "p", "wilcoxon p"], rows
 
 
-def _fail(message: str) -> int:
-    print(f"cbench compare: {message}", file=sys.stderr)
-    return 2
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
 
+    from pipeline.report.compare import default_pair_on
+    from pipeline.report.markdown import table
+    from pipeline.report.render import fmt_value, pct
+    from pipeline.report.tables import axes_in, metrics_in
 
-def compare_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``cbench compare``; returns the exit code (0 ok, 2 usage error)."""
-    try:
-        args = _parser().parse_args(None if argv is None else list(argv))
-    except SystemExit as exc:  # argparse already printed the usage message
-        return int(exc.code or 0)
-    try:
-        cfg = report_config(args.params, level=args.level)
-    except UsageError as exc:
-        return _fail(str(exc))
+    cfg = report_config(args.params, level=args.level)
     if not args.csv.is_file():
-        return _fail(f"--csv {args.csv}: no such file; run the pipeline (make run) first")
+        raise UsageError(f"--csv {args.csv}: no such file; run the pipeline (make run) first")
     board = pd.read_csv(args.csv)
     if "seed" not in board:
-        return _fail(f"--csv {args.csv}: no 'seed' column; compare reads the per-cell table "
-                     "(reports/cells.csv), whose cells pair seed by seed")
+        raise UsageError(f"--csv {args.csv}: no 'seed' column; compare reads the per-cell table "
+                         "(reports/cells.csv), whose cells pair seed by seed")
     if args.axis not in board:
-        return _fail(f"--axis {args.axis!r}: not a column of the table; allowed: "
-                     f"{', '.join(c for c in axes_in(board) if c != 'seed')}")
+        raise UsageError(f"--axis {args.axis!r}: not a column of the table; allowed: "
+                         f"{', '.join(c for c in axes_in(board) if c != 'seed')}")
     values = sorted(map(str, board[args.axis].dropna().unique()))
     for name in (args.a, args.b):
         if name not in values:
-            return _fail(f"unknown {args.axis} {name!r}; allowed: {', '.join(values)}")
+            raise UsageError(f"unknown {args.axis} {name!r}; allowed: {', '.join(values)}")
     if args.a == args.b:
-        return _fail(f"A and B are both {args.a!r}; name two different {args.axis} values")
+        raise UsageError(f"A and B are both {args.a!r}; name two different {args.axis} values")
     board[args.axis] = board[args.axis].astype(str)
     have = metrics_in(board)
     metrics = args.metrics or [m for m in cfg.columns if m in have] or have
     try:
         side = _side_by_side(board, args.a, args.b, args.axis, metrics, cfg.level, cfg.alpha)
         pooled = _pooled(board, args.a, args.b, args.axis, metrics, cfg.level, cfg.alpha)
-    except ValueError as exc:
-        return _fail(str(exc))
+    except ValueError as exc:  # the comparison's own checks (an unknown metric column, ...)
+        raise UsageError(str(exc)) from None
     sub = board[board[args.axis].isin([args.a, args.b])]
     fixed = [f"{c}={fmt_value(sub[c].iloc[0])}" for c in default_pair_on(board, args.axis)
              if sub[c].nunique(dropna=False) == 1]
@@ -136,5 +135,5 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(compare_main())
+COMMAND = Command("two variants side by side, matched setting by setting and seed by seed",
+                  configure, run, __doc__)
