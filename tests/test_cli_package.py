@@ -95,7 +95,8 @@ def test_stage_names_are_the_stage_modules():
     (["verify", "--sample", "0"], "cbench verify: --sample 0: must be >= 1"),
     (["schema", "--nope"], "cbench schema: unrecognized arguments: --nope (see `cbench --help`)"),
     (["nope"], "cbench: argument COMMAND: invalid choice: 'nope' (choose from 'stage', "
-               "'leaderboard', 'compare', 'verify', 'schema') (see `cbench --help`)"),
+               "'leaderboard', 'compare', 'verify', 'schema', 'release', 'diff', 'site') "
+               "(see `cbench --help`)"),
 ])
 def test_one_way_to_fail(argv, message, tmp_path, monkeypatch, capsys):
     """argparse's errors and the subcommands' own, from several subcommands: one line on

@@ -1,7 +1,8 @@
 """``cbench``'s entry point: one parser for every subcommand, and the one place where a failure
 becomes a message and an exit code.
 
-Exit codes: 0 done; 1 ``cbench verify`` found a cell that does not reproduce; 2 a
+Exit codes: 0 done; 1 ``cbench verify`` found a cell that does not reproduce, ``cbench release
+--check`` a tampered release, ``cbench diff --fail-on-change`` a change; 2 a
 :class:`~pipeline.cli.common.UsageError` (argparse's errors included), printed as one line on
 stderr: ``cbench <command>: <message>``. ``cbench stage`` returns the stage's own code.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from pipeline.cli import compare, leaderboard, schema, stage, verify
+from pipeline.cli import compare, diff, leaderboard, release, schema, site, stage, verify
 from pipeline.cli.common import USAGE_EXIT, Command, Parser, UsageError
 
 COMMANDS: dict[str, Command] = {
@@ -20,6 +21,9 @@ COMMANDS: dict[str, Command] = {
     "compare": compare.COMMAND,
     "verify": verify.COMMAND,
     "schema": schema.COMMAND,
+    "release": release.COMMAND,
+    "diff": diff.COMMAND,
+    "site": site.COMMAND,
 }
 
 

@@ -144,3 +144,19 @@ def test_check_reports_every_tampered_file(released):
 def test_read_release_refuses_a_folder_that_is_not_one(tmp_path):
     with pytest.raises(ReleaseError, match=r"not a release \(no MANIFEST.json\)"):
         read_release(tmp_path)
+
+
+def test_a_release_is_one_mlflow_run_with_its_archive(released, tmp_path, monkeypatch):
+    from pipeline.runtime.tracking import Tracker
+
+    _, path = released
+    monkeypatch.chdir(tmp_path)  # the SQLite store's default artifact root is relative to here
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlruns.db'}", "contrastive-bench")
+    run_id = tracker.log_release("v1.0", "f9f11fb", path.parent / "v1.0.tar.gz",
+                                 {"total": 18, "ok": 18})
+    run = tracker.client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["cbench.kind"] == "release" and run.data.tags["cbench.release"] == "v1.0"
+    assert run.data.tags["mlflow.source.git.commit"] == "f9f11fb"
+    assert run.data.params == {"cells.total": "18", "cells.ok": "18"}
+    assert [a.path for a in tracker.client.list_artifacts(run_id)] == ["v1.0.tar.gz"]
