@@ -59,7 +59,7 @@ from pipeline.datasets import DATASETS  # noqa: E402
 from pipeline.probe.frozen import ProbeSettings  # noqa: E402
 from pipeline.report.build import build  # noqa: E402
 from pipeline.report.publish import write  # noqa: E402
-from pipeline.runtime import context, dask_ops, storage  # noqa: E402
+from pipeline.runtime import context, dask_ops, layout, storage  # noqa: E402
 from pipeline.runtime.probe_ops import probe_cell, probe_inputs  # noqa: E402
 from stages import report as report_stage  # noqa: E402
 
@@ -104,10 +104,10 @@ def _stats() -> None:
     params, grid = context.resolved_params(), context.read_grid()
     ok = context.trained_rows(grid)
     folders, final = context.cell_folders(ok), params.train.epochs
-    paths = {(c, final): folders[c] / "embeddings.parquet" for c in ok.cell_id}
+    paths = {(c, final): folders[c] / layout.EMBEDDINGS for c in ok.cell_id}
     for epoch in params.stats.epochs:
         if epoch != final:
-            paths.update({(c, epoch): folders[c] / storage.snapshot_name(epoch)
+            paths.update({(c, epoch): folders[c] / layout.snapshot(epoch)
                           for c in ok.cell_id})
     results: dict = {}
     for (cell_id, epoch), path in paths.items():

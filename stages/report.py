@@ -13,7 +13,7 @@ from pipeline.grid import GRID_AXES
 from pipeline.report.build import Inputs, build
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
-from pipeline.runtime import storage
+from pipeline.runtime import layout, storage
 from pipeline.runtime.store import read_verify_checks, store_root
 from pipeline.runtime.tracking import Tracker, run_key
 
@@ -25,18 +25,18 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> tuple[Inputs, Callable[[s
     grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
         lambda c: bool(checks[c]["reproduced"]) if c in checks else None))
     folders = ctx.cell_folders(grid)
-    records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
-               if (f / "cell.json").exists()}
+    records = {c: storage.read_json(f / layout.RECORD) for c, f in folders.items()
+               if (f / layout.RECORD).exists()}
     # a shared training's history is each of its cells' (their folders are one)
-    histories = [storage.read_frame(f / "history.parquet").assign(cell_id=c)
-                 for c, f in folders.items() if (f / "history.parquet").exists()]
+    histories = [storage.read_frame(f / layout.HISTORY).assign(cell_id=c)
+                 for c, f in folders.items() if (f / layout.HISTORY).exists()]
     inputs = Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                     pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
                     pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
                     params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE))
 
     def norms(cell_id: str) -> np.ndarray:
-        z = storage.read_embeddings(folders[cell_id] / "embeddings.parquet", 0)
+        z = storage.read_embeddings(folders[cell_id] / layout.EMBEDDINGS, 0)
         return np.linalg.norm(z, axis=1)
 
     return inputs, norms

@@ -15,8 +15,7 @@ import pandas as pd
 
 from pipeline.encoders.features import BACKBONE, HEAD
 from pipeline.grid import GRID_AXES
-from pipeline.runtime import storage
-from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name
+from pipeline.runtime import layout, storage
 from pipeline.runtime.context import (
     STATS,
     STATS_DETAIL,
@@ -33,11 +32,11 @@ def _paths(cells: pd.Series, folders: dict, epochs: list[int], final: int,
            layer: str) -> dict[tuple[str, int], storage.Location]:
     """The held-out views of each (cell, epoch) of ``layer``; a cell without a backbone file
     (an encoder without a head) has no backbone rows."""
-    final_name, snapshot = (("embeddings.parquet", storage.snapshot_name) if layer == HEAD
-                            else (BACKBONE_FILE, backbone_snapshot_name))
+    final_name, snapshot = ((layout.EMBEDDINGS, layout.snapshot) if layer == HEAD
+                            else (layout.BACKBONE, layout.backbone_snapshot))
     paths = {}
     for c in cells:
-        if layer == BACKBONE and not storage.exists(folders[c] / BACKBONE_FILE):
+        if layer == BACKBONE and not storage.exists(folders[c] / layout.BACKBONE):
             continue
         paths[(c, final)] = folders[c] / final_name
         for epoch in epochs:  # snapshots: 0 is the untrained control

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pipeline import __version__
 from pipeline.config import expand
 from pipeline.fingerprint import code_fingerprint
-from pipeline.runtime import storage
+from pipeline.runtime import layout, storage
 from pipeline.runtime.cells import CellOutcome
 from pipeline.runtime.claims import Claims
 from pipeline.runtime.context import (
@@ -142,7 +142,7 @@ def _sync_runs(tracker: Tracker, parent: str, entries: Sequence[Entry],
             if found is None or found.info.status not in ("FINISHED", "FAILED"):
                 history = []
                 if e.record.get("status") == "ok":
-                    history = storage.read_frame(e.folder / "history.parquet").to_dict("records")
+                    history = storage.read_frame(e.folder / layout.HISTORY).to_dict("records")
                 record_cell(tracker, parent, e.record, history)
                 synced += 1
         finally:

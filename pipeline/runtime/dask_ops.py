@@ -31,7 +31,7 @@ from pipeline.bounds.cell import bounds_cell
 from pipeline.config import BoundsConfig, ComputeConfig, SearchConfig, StatsConfig
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import storage
+from pipeline.runtime import layout, storage
 from pipeline.runtime.evaluate import load_encoders
 from pipeline.runtime.tasks import CellDataError, Failed, task
 from pipeline.search import heldout_infonce_risk, loo_majority_knn_accuracy, recall_at_k
@@ -357,7 +357,7 @@ def _retrieval_row(path: str, cell: Cell, cfg: SearchConfig,
 def search_one(cell: Cell, dataset: Dataset, folder: str, cfg: SearchConfig) -> CellSearch:
     """Retrieval and the similarity-search quantities of one cell."""
     where = storage.location(folder)
-    row = _retrieval_row(str(where / "embeddings.parquet"), cell, cfg, dataset.y_heldout)
+    row = _retrieval_row(str(where / layout.EMBEDDINGS), cell, cfg, dataset.y_heldout)
     if cell.objective != "contrastive":
         return CellSearch(row, [])
     summary, sweep = search_cell(cell, dataset, load_encoders(cell, dataset, where), cfg)

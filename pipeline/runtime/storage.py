@@ -43,8 +43,6 @@ import pyarrow.parquet as pq
 
 from pipeline.datasets import Dataset
 
-CELL_FILES = ("model.safetensors", "embeddings.parquet", "history.parquet", "cell.json")
-
 
 class ObjectPath(str):
     """A ``scheme://…`` location with the few ``pathlib`` habits the stages use."""
@@ -365,11 +363,6 @@ def embed_dim(path: Location) -> int:
     """d of the embeddings file (from its schema)."""
     fs, inner = filesystem(path)
     return int(pq.read_schema(inner, filesystem=fs).field("z").type.list_size)
-
-
-def snapshot_name(epoch: int) -> str:
-    """File of the held-out embeddings at ``epoch`` (0: the untrained control)."""
-    return f"embeddings_e{epoch:04d}.parquet"
 
 
 def _split_table(split: str, x: np.ndarray, y: np.ndarray | None) -> pa.Table:
