@@ -8,7 +8,7 @@ import pandas as pd
 import stages.stats
 from pipeline.config import from_mapping
 from pipeline.grid import GRID_AXES
-from pipeline.runtime import layout
+from pipeline.runtime import dask_ops, layout
 
 
 def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
@@ -31,7 +31,7 @@ def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
 
     monkeypatch.setattr(stages.stats, "resolved_params", lambda: params)
     monkeypatch.setattr(stages.stats, "read_grid", lambda: grid)
-    monkeypatch.setattr(stages.stats, "compute_stats", fake_compute)
+    monkeypatch.setattr(dask_ops, "compute_stats", fake_compute)
     monkeypatch.setattr(stages.stats.storage, "write_frame",
                         lambda frame, path: written.__setitem__(path, frame))
     assert stages.stats.main([]) == 0
