@@ -1,4 +1,4 @@
-"""The Dask scheduler of the stats, search, bounds and probe stages, and how their cells are batched.
+"""The Dask scheduler of the stats, search, bounds and probe stages, and how cells are batched.
 
 :func:`scheduler` gives a :class:`Run`: Dask on Ray when a Ray address is configured, else a local
 distributed cluster on 127.0.0.1 with one single-threaded worker per core. A stage's graph has

@@ -299,7 +299,8 @@ def file_sha256(path: Location) -> str:
 
 
 def atomic_write_json(path: Location, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+    atomic_write_bytes(path, text.encode())
 
 
 def read_json(path: Location) -> Any:
@@ -326,7 +327,8 @@ def write_frame(df: pd.DataFrame, path: Location) -> None:
 
 def embeddings_table(views: Mapping[int, np.ndarray], labels: np.ndarray | None,
                      metadata: Mapping[str, str]) -> pa.Table:
-    """DESIGN.md contract: sample_id int64, label int32 (nullable), view int8, z fixed_size_list<float32>[d]."""
+    """DESIGN.md contract: sample_id int64, label int32 (nullable), view int8,
+    z fixed_size_list<float32>[d]."""
     parts = []
     for view, z in sorted(views.items()):
         n, d = z.shape

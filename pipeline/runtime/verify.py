@@ -10,8 +10,9 @@ about 1e-6 relative per operation and drifts over a training; on the machine tha
 cell, the differences are 0 or at rounding level.
 
 Each check is written to the cell store beside the cell (``<store>/verify/<training id>/
-<version>.json``, :func:`pipeline.runtime.store.verify_record_path`), so every workspace that uses the cell sees it; the report stage marks
-reproduced cells and ``cells.csv`` carries the result.
+<version>.json``, :func:`pipeline.runtime.store.verify_record_path`), so every workspace that
+uses the cell sees it; the report stage marks reproduced cells and ``cells.csv`` carries the
+result.
 """
 
 from __future__ import annotations
