@@ -21,7 +21,7 @@ over params.yaml with the profile and this script's sizes laid over it, then ``e
 Of each run, on the held-out embeddings (``pipeline.train.embed_heldout``: eval mode, float32
 forward whatever the training ran in) of the head (z, 128-d) and of the backbone (h, 512-d,
 ``backbone_views``), the statistics the stats stage reports, computed the way it computes them
-(``pipeline.runtime.dask_ops``: ``column_tests`` on the representation, then
+(``pipeline.runtime.cell_tasks``: ``column_tests`` on the representation, then
 ``pipeline.stats.summary.summarize``): thin-shell CV, AD mean and pass fraction, DP mean p and
 pass fraction, raw and L2-normalised; recall@1 (``pipeline.search.recall_at_k``, clean vs one
 view) and the leave-one-out 5-NN accuracy; the last epoch's training loss and training images
@@ -121,7 +121,7 @@ def train(label: str, cell: Cell, dataset: Any) -> Run:
 
 
 def represent(z: np.ndarray, rep: str) -> np.ndarray:
-    """As the stats stage makes it (dask_ops._represent): raw as read, or rows L2-normalised."""
+    """As the stats stage makes it (cell_tasks._represent): raw as read, or rows L2-normalised."""
     if rep == "raw":
         return z
     z64 = np.asarray(z, dtype=np.float64)

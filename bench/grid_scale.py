@@ -12,7 +12,7 @@ the store holds: ``$CBENCH_STORE``, as the pipeline).
     stats, search, bounds, probe, report. ``--code DIR``: the stages of another checkout (e.g.
     the code before a change; (b) always runs this checkout's).
 (b) in-process: the computations each stage runs, called in a loop in this process, one thread
-    (as each Dask worker), no Dask, no subprocess: stats: ``dask_ops.stats_cell`` per
+    (as each Dask worker), no Dask, no subprocess: stats: ``cell_tasks.stats_cell`` per
     embeddings file and ``stats_tables``; search: ``search_one`` per cell and
     ``search_tables``; bounds: ``bounds_one`` per cell and ``bounds_table``; probe:
     ``probe_cell`` per cell and the raw inputs' row (nothing on unlabelled data such as these
@@ -60,7 +60,7 @@ from pipeline.probe.frozen import ProbeSettings  # noqa: E402
 from pipeline.report.build import build  # noqa: E402
 from pipeline.report.figure_plan import norm_cells  # noqa: E402
 from pipeline.report.publish import write  # noqa: E402
-from pipeline.runtime import context, dask_ops, storage  # noqa: E402
+from pipeline.runtime import cell_tasks, context, layout, storage, tables  # noqa: E402
 from pipeline.runtime.probe_ops import probe_cell, probe_inputs  # noqa: E402
 from stages import report as report_stage  # noqa: E402
 
@@ -105,15 +105,15 @@ def _stats() -> None:
     params, grid = context.resolved_params(), context.read_grid()
     ok = context.trained_rows(grid)
     folders, final = context.cell_folders(ok), params.train.epochs
-    paths = {(c, final): folders[c] / "embeddings.parquet" for c in ok.cell_id}
+    paths = {(c, final): folders[c] / layout.EMBEDDINGS for c in ok.cell_id}
     for epoch in params.stats.epochs:
         if epoch != final:
-            paths.update({(c, epoch): folders[c] / storage.snapshot_name(epoch)
+            paths.update({(c, epoch): folders[c] / layout.snapshot(epoch)
                           for c in ok.cell_id})
-    results: dict = {}
+    results: list = []
     for (cell_id, epoch), path in paths.items():
-        results |= dask_ops.stats_cell(cell_id, epoch, path, params.stats, params.report.level)
-    dask_ops.stats_tables(results)
+        results += cell_tasks.stats_cell(cell_id, epoch, path, params.stats, params.report.level)
+    tables.stats_tables(results)
 
 
 def _cells_and_dataset() -> tuple:
@@ -125,16 +125,16 @@ def _cells_and_dataset() -> tuple:
 
 def _search() -> None:
     params, cells, dataset, folders = _cells_and_dataset()
-    results = [dask_ops.search_one(c, dataset, str(folders[c.cell_id]), params.search)
+    results = [cell_tasks.search_one(c, dataset, str(folders[c.cell_id]), params.search)
                for c in cells]
-    dask_ops.search_tables(cells, results)
+    tables.search_tables(cells, results)
 
 
 def _bounds() -> None:
     params, cells, dataset, folders = _cells_and_dataset()
-    results = [dask_ops.bounds_one(c, dataset, str(folders[c.cell_id]), params.bounds)
+    results = [cell_tasks.bounds_one(c, dataset, str(folders[c.cell_id]), params.bounds)
                for c in cells]
-    dask_ops.bounds_table(cells, results)
+    tables.bounds_table(cells, results)
 
 
 def _probe() -> None:

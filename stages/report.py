@@ -14,7 +14,7 @@ from pipeline.report.build import Inputs, build
 from pipeline.report.figure_plan import norm_cells
 from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
-from pipeline.runtime import storage
+from pipeline.runtime import layout, storage
 from pipeline.runtime.store import read_verify_checks, store_root
 from pipeline.runtime.tracking import Tracker, run_key
 
@@ -25,11 +25,11 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
     grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
         lambda c: bool(checks[c]["reproduced"]) if c in checks else None))
     folders = ctx.cell_folders(grid)
-    records = {c: storage.read_json(f / "cell.json") for c, f in folders.items()
-               if (f / "cell.json").exists()}
+    records = {c: storage.read_json(f / layout.RECORD) for c, f in folders.items()
+               if (f / layout.RECORD).exists()}
     # a shared training's history is each of its cells' (their folders are one)
-    histories = [storage.read_frame(f / "history.parquet").assign(cell_id=c)
-                 for c, f in folders.items() if (f / "history.parquet").exists()]
+    histories = [storage.read_frame(f / layout.HISTORY).assign(cell_id=c)
+                 for c, f in folders.items() if (f / layout.HISTORY).exists()]
     return Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                   pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
                   pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
@@ -40,7 +40,7 @@ def read_norms(grid: pd.DataFrame, cell_ids: Sequence[str]) -> dict[str, np.ndar
     """Cell id → the norms of its held-out embeddings (the norm histograms' data), for
     ``cell_ids``."""
     folders = ctx.cell_folders(grid)
-    return {c: np.linalg.norm(storage.read_embeddings(folders[c] / "embeddings.parquet", 0),
+    return {c: np.linalg.norm(storage.read_embeddings(folders[c] / layout.EMBEDDINGS, 0),
                               axis=1) for c in cell_ids}
 
 

@@ -51,15 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         params = load(args.params, args.profile)
         cells = expand(params)
     except ConfigError as err:
-        print(f"invalid params ({args.params}{' + ' + args.profile if args.profile else ''}):\n{err}",
-              file=sys.stderr)
+        given = args.params + (f" + {args.profile}" if args.profile else "")
+        print(f"invalid params ({given}):\n{err}", file=sys.stderr)
         return 2
     resolved = params.model_dump(mode="json")
     header = f"# generated from {args.params}" + (f" + {args.profile}" if args.profile else "")
     for path, content in ((RESOLVED, resolved), (TRACKED, tracked(resolved))):
         text = yaml.safe_dump(content, sort_keys=False)
         atomic_write_bytes(path, f"{header}; do not edit\n{text}".encode())
-    print(f"params ok: {len(cells)} cells{' (profile ' + args.profile + ')' if args.profile else ''}")
+    profile = f" (profile {args.profile})" if args.profile else ""
+    print(f"params ok: {len(cells)} cells{profile}")
     return 0
 
 

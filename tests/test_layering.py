@@ -42,6 +42,49 @@ def test_math_packages_do_no_io_imports():
     assert not offenders, offenders
 
 
+# docs/DESIGN.md, "The runtime's layers": each orchestration library has its adapters in
+# pipeline/runtime/, and no other module of pipeline/ or stages/ imports it (so the per-cell
+# work, the storage and the tables run without a scheduler, a Ray instance or a tracking store)
+ADAPTERS = {"ray": {"executor.py", "scheduler.py"},
+            "dask": {"scheduler.py", "dask_ops.py", "probe_ops.py"},
+            "distributed": {"scheduler.py"},
+            "mlflow": {"tracking.py"}}
+RUNTIME = ROOT / "runtime"
+
+
+def test_each_orchestration_library_is_imported_by_its_adapters_only():
+    offenders = []
+    for path in sorted([*ROOT.rglob("*.py"), *(ROOT.parent / "stages").rglob("*.py")]):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top in ADAPTERS and not (path.parent == RUNTIME and path.name in ADAPTERS[top]):
+                offenders.append(f"{path.relative_to(ROOT.parent)}: {name}")
+    assert not offenders, offenders
+
+
+def test_the_runtimes_lower_layers_import_nothing_above_them():
+    """layout names files (stdlib only); the scheduler runs tasks and imports no math; the
+    per-cell tasks and the table builders import neither a scheduler nor each other's library
+    (no pandas in the per-cell tasks); grid_run plans and claims without Ray or MLflow."""
+    math = ("pipeline.stats", "pipeline.search", "pipeline.bounds", "pipeline.probe",
+            "pipeline.losses", "pipeline.train")
+    rules = {
+        "layout.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names,
+        "scheduler.py": lambda n: n.startswith(math) or n.startswith("pipeline.runtime.")
+        and n != "pipeline.runtime.executor",
+        "cell_tasks.py": lambda n: n.split(".")[0] == "pandas"
+        or n.startswith(("pipeline.runtime.dask_ops", "pipeline.runtime.tables",
+                         "pipeline.runtime.scheduler")),
+        "tables.py": lambda n: n.startswith(("pipeline.runtime.dask_ops",
+                                             "pipeline.runtime.scheduler", "torch")),
+        "grid_run.py": lambda n: n.startswith(("pipeline.runtime.executor",
+                                               "pipeline.runtime.tracking")),
+    }
+    offenders = [f"runtime/{file}: {name}" for file, forbidden in rules.items()
+                 for name in _imports(RUNTIME / file) if forbidden(name)]
+    assert not offenders, offenders
+
+
 def test_the_training_path_imports_no_io_or_config_library():
     """Transitively: what a Ray worker imports to train a cell (pipeline.train, the grid's cells,
     the options' defaults) reaches none of the I/O or configuration libraries."""

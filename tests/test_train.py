@@ -12,8 +12,8 @@ from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.encoders.features import split_encoder
 from pipeline.losses import temperature_at
-from pipeline.runtime import storage, store
-from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name, run_cell
+from pipeline.runtime import layout, storage, store
+from pipeline.runtime.cells import run_cell
 from pipeline.train import backbone_views, embed_heldout, initial_encoder, train_cell
 
 
@@ -81,13 +81,13 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     folder = tmp_path / cells[0].cell_id / "v1"
     outcome = run_cell(cells[0], dataset, folder, meta, snapshot_epochs=[0])
     assert outcome.status == "ok", outcome.reason
-    assert {p.name for p in folder.iterdir()} == {*storage.CELL_FILES, "embeddings_e0000.parquet"}
+    assert {p.name for p in folder.iterdir()} == {*layout.REQUIRED, "embeddings_e0000.parquet"}
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging left
     assert store.inspect(folder, [0]).status == "done"
     assert store.inspect(folder, [0, 1]).status == "todo"  # a missing snapshot: redo
     record = storage.read_json(folder / "cell.json")
     assert record["status"] == "ok" and record["config"] == cells[0].config()
-    assert set(record["files"]) == {*storage.CELL_FILES, "embeddings_e0000.parquet"} - {"cell.json"}
+    assert set(record["files"]) == {*layout.REQUIRED, "embeddings_e0000.parquet"} - {"cell.json"}
     assert record["finished_at"] - record["started_at"] == pytest.approx(record["wall_seconds"],
                                                                          abs=0.01)
     z0 = storage.read_embeddings(folder / "embeddings.parquet", 0)
@@ -252,17 +252,17 @@ def test_backbone_views_beside_the_head_and_written_with_checksums(tiny_params, 
     folder = tmp_path / cell.cell_id / "v1"
     outcome = run_cell(cell, dataset, folder, {"git_sha": "abc"}, snapshot_epochs=[0])
     assert outcome.status == "ok", outcome.reason
-    layers = {BACKBONE_FILE, backbone_snapshot_name(0)}
+    layers = {layout.BACKBONE, layout.backbone_snapshot(0)}
     assert layers == {"backbone.parquet", "backbone_e0000.parquet"}
     record = storage.read_json(folder / "cell.json")
     assert layers <= set(record["files"])
     for name in layers:
         assert record["files"][name]["sha256"] == storage.file_sha256(folder / name)
-    assert storage.read_embeddings(folder / BACKBONE_FILE, 1).shape == (200, 24)
-    meta = storage.read_metadata(folder / backbone_snapshot_name(0))
+    assert storage.read_embeddings(folder / layout.BACKBONE, 1).shape == (200, 24)
+    meta = storage.read_metadata(folder / layout.backbone_snapshot(0))
     assert meta["epoch"] == "0" and meta["cell_id"] == cell.cell_id
     # the epoch-0 backbone is the untrained encoder's, as for the head
-    np.testing.assert_allclose(storage.read_embeddings(folder / backbone_snapshot_name(0), 0),
+    np.testing.assert_allclose(storage.read_embeddings(folder / layout.backbone_snapshot(0), 0),
                                backbone[0], rtol=0, atol=1e-6)
 
 

@@ -22,7 +22,7 @@ import torch
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import failures, storage, weights
+from pipeline.runtime import failures, layout, storage, weights
 from pipeline.runtime.store import checksums, publish
 from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
@@ -53,14 +53,6 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
         "hardware": f"{platform.node()} {platform.machine()} torch {torch.__version__}",
         **meta,
     }
-
-
-BACKBONE_FILE = "backbone.parquet"  # the backbone's held-out views beside embeddings.parquet
-
-
-def backbone_snapshot_name(epoch: int) -> str:
-    """File of the backbone's held-out views at ``epoch`` (0: the untrained control)."""
-    return f"backbone_e{epoch:04d}.parquet"
 
 
 def dead_units(z: np.ndarray) -> np.ndarray:
@@ -99,20 +91,20 @@ def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels:
 def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
                    snapshot_epochs: Sequence[int]) -> tuple[list[dict[str, float]], Any]:
     result = train_cell(cell, dataset, snapshot_epochs)
-    storage.atomic_write_bytes(out / "model.safetensors", weights.to_bytes(result.model, cell))
+    storage.atomic_write_bytes(out / layout.MODEL, weights.to_bytes(result.model, cell))
     file_meta = {"cell_id": cell.training_id,
                  "config": json.dumps(cell.training_config(), sort_keys=True),
                  **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
     views = embed_heldout(result.model, dataset, cell)
     for epoch, snap in sorted(result.snapshots.items()):
         _write_views(out, snap, dataset.y_heldout, {**file_meta, "epoch": str(epoch)},
-                     storage.snapshot_name(epoch), backbone_snapshot_name(epoch))
+                     layout.snapshot(epoch), layout.backbone_snapshot(epoch))
     _write_views(out, views, dataset.y_heldout, {**file_meta, "epoch": str(cell.train.epochs)},
-                 "embeddings.parquet", BACKBONE_FILE)
+                 layout.EMBEDDINGS, layout.BACKBONE)
     history = [asdict(h) for h in result.history]
     compute = result.compute.as_record() if result.compute is not None else None
     storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.training_id),
-                        out / "history.parquet")
+                        out / layout.HISTORY)
     return history, compute
 
 
@@ -170,16 +162,16 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     if status == "ok":
         names = sorted(n for n in storage.list_dir(work) if not n.startswith("."))
         record["files"] = checksums(work, names)
-        record["embeddings_sha256"] = record["files"]["embeddings.parquet"]["sha256"]
+        record["embeddings_sha256"] = record["files"][layout.EMBEDDINGS]["sha256"]
     else:  # keep only the record of a failure
         storage.remove_tree(work)
         work = storage.staging_dir(final)
-    storage.atomic_write_json(work / "cell.json", record)
+    storage.atomic_write_json(work / layout.RECORD, record)
     published = publish(work, final)
     if published.kept:  # another writer's done cell was there first: it stays, reused
         kept = dict(published.record)
         if kept.get("status") == "ok":
-            history = storage.read_frame(final / "history.parquet").drop(
+            history = storage.read_frame(final / layout.HISTORY).drop(
                 columns="cell_id").to_dict("records")
         return CellOutcome(cell.cell_id, str(kept.get("status")), str(kept.get("reason", "")),
                            wall, history, kept, reused=True,

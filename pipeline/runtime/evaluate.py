@@ -12,7 +12,7 @@ from torch import nn
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import storage, weights
+from pipeline.runtime import layout, storage, weights
 from pipeline.train import initial_encoder
 
 
@@ -20,6 +20,5 @@ def load_encoders(cell: Cell, dataset: Dataset, folder: storage.Location) -> dic
     """``{"trained": the saved encoder, "initial": the same architecture at its seeded init}``,
     both in eval mode; ``folder``: the cell's folder in the store (a path or a storage URI)."""
     trained = initial_encoder(cell, dataset.input_shape)
-    weights.load_into(trained, storage.read_bytes(storage.location(folder) / "model.safetensors"),
-                      cell)
+    weights.load_into(trained, storage.read_bytes(storage.location(folder) / layout.MODEL), cell)
     return {"trained": trained.eval(), "initial": initial_encoder(cell, dataset.input_shape).eval()}

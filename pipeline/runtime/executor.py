@@ -148,9 +148,9 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
+    plugin_paths = [str(Path(p).resolve()) if p.endswith(".py") else p for p in plugins]
     by_ref = {remote.remote(c, data_ref, str(folders[c.cell_id]), metas[c.cell_id], threads,
-                            list(snapshot_epochs),
-                            [str(Path(p).resolve()) if p.endswith(".py") else p for p in plugins]): c
+                            list(snapshot_epochs), plugin_paths): c
               for c in cells}
     pending = list(by_ref)
     outcomes = []

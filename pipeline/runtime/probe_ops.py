@@ -25,7 +25,7 @@ from pipeline.encoders.device import pick_device
 from pipeline.grid import Cell
 from pipeline.probe.frozen import ProbeSettings, evaluate_encoder, evaluate_inputs
 from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import batches, scheduler
+from pipeline.runtime.scheduler import batches, scheduler
 from pipeline.runtime.storage import read_dataset
 from pipeline.seeding import numpy_generator
 
@@ -77,7 +77,7 @@ def compute_probe(cells: Sequence[Cell], dataset_path: storage.Location,
                   folders: Mapping[str, storage.Location], settings: ProbeSettings, seed: int,
                   compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
     """Every cell's rows and the raw inputs' row, in one Dask compute (cells in batches of
-    consecutive cells, :func:`pipeline.runtime.dask_ops.batches`)."""
+    consecutive cells, :func:`pipeline.runtime.scheduler.batches`)."""
     dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
     tasks = [delayed(_probe_batch)(run, dataset, settings, dask_key_name=f"probe-{i}")

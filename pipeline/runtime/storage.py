@@ -43,8 +43,6 @@ import pyarrow.parquet as pq
 
 from pipeline.datasets import Dataset
 
-CELL_FILES = ("model.safetensors", "embeddings.parquet", "history.parquet", "cell.json")
-
 
 class ObjectPath(str):
     """A ``scheme://…`` location with the few ``pathlib`` habits the stages use."""
@@ -301,7 +299,8 @@ def file_sha256(path: Location) -> str:
 
 
 def atomic_write_json(path: Location, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+    atomic_write_bytes(path, text.encode())
 
 
 def read_json(path: Location) -> Any:
@@ -328,7 +327,8 @@ def write_frame(df: pd.DataFrame, path: Location) -> None:
 
 def embeddings_table(views: Mapping[int, np.ndarray], labels: np.ndarray | None,
                      metadata: Mapping[str, str]) -> pa.Table:
-    """DESIGN.md contract: sample_id int64, label int32 (nullable), view int8, z fixed_size_list<float32>[d]."""
+    """DESIGN.md contract: sample_id int64, label int32 (nullable), view int8,
+    z fixed_size_list<float32>[d]."""
     parts = []
     for view, z in sorted(views.items()):
         n, d = z.shape
@@ -365,11 +365,6 @@ def embed_dim(path: Location) -> int:
     """d of the embeddings file (from its schema)."""
     fs, inner = filesystem(path)
     return int(pq.read_schema(inner, filesystem=fs).field("z").type.list_size)
-
-
-def snapshot_name(epoch: int) -> str:
-    """File of the held-out embeddings at ``epoch`` (0: the untrained control)."""
-    return f"embeddings_e{epoch:04d}.parquet"
 
 
 def _split_table(split: str, x: np.ndarray, y: np.ndarray | None) -> pa.Table:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import store_path
-from pipeline.runtime import storage
+from pipeline.runtime import layout, storage
 from pipeline.runtime.failures import ENVIRONMENT
 from pipeline.runtime.storage import Dir, Location
 
@@ -91,7 +91,7 @@ def versions(root: Location, cell_id: str) -> list[str]:
 
 def read_record(folder: Location) -> dict[str, Any] | None:
     """The cell's ``cell.json``, or None when it is missing or unreadable."""
-    path = storage.location(folder) / "cell.json"
+    path = storage.location(folder) / layout.RECORD
     try:
         record = storage.read_json(path)
     except (FileNotFoundError, OSError, ValueError, json.JSONDecodeError):
@@ -147,7 +147,7 @@ def inspect(folder: Location, snapshot_epochs: Sequence[int] = ()) -> CellState:
     files = record.get("files")
     if not isinstance(files, Mapping):
         return CellState("todo", record, "cell.json lists no checksums")
-    missing = [e for e in snapshot_epochs if storage.snapshot_name(e) not in files]
+    missing = [e for e in snapshot_epochs if layout.snapshot(e) not in files]
     if missing:
         return CellState("todo", record, f"no snapshot for epochs {missing}")
     problem = verify(folder, files)
@@ -190,7 +190,7 @@ def publish(work: Location, final: Location) -> Published:
     set-aside folders stay until the next holder of the cell's claim removes them
     (``storage.remove_staging``).
 
-    A good record must list every file of ``storage.CELL_FILES`` (a writer whose staging was
+    A good record must list every file of ``layout.REQUIRED`` (a writer whose staging was
     removed under it, its claim taken, cannot publish what it rewrote of it).
 
     Object stores: the same decision, then the files are moved one by one, ``cell.json``
@@ -206,10 +206,10 @@ def publish(work: Location, final: Location) -> Published:
             return Published(True, there.record)
         raise ValueError(f"{work}: no cell.json to publish; write the cell's record last, "
                          "then publish")
-    lacking = sorted(set(storage.CELL_FILES) - {"cell.json"} - set(new.get("files") or {}))
+    lacking = sorted(set(layout.REQUIRED) - {layout.RECORD} - set(new.get("files") or {}))
     if new.get("status") == "ok" and lacking:  # e.g. a writer whose staging was removed midway
         raise ValueError(f"{work}: cell.json says ok but lists no {', '.join(lacking)}; a good "
-                         "cell has every file of storage.CELL_FILES")
+                         "cell has every file of layout.REQUIRED")
     local, staged = storage.local_path(final), storage.local_path(work)
     if local is None or staged is None:
         return _publish_objects(storage.location(work), storage.location(final), new)
@@ -235,9 +235,9 @@ def _publish_objects(work: Dir, final: Dir, new: Mapping[str, Any]) -> Published
         storage.remove_tree(work)
         return Published(True, there.record)
     for name in storage.list_dir(work):
-        if name != "cell.json":
+        if name != layout.RECORD:
             storage.move_file(work / name, final / name)
-    storage.move_file(work / "cell.json", final / "cell.json")
+    storage.move_file(work / layout.RECORD, final / layout.RECORD)
     storage.remove_tree(work)
     return Published(False, new)
 

@@ -78,7 +78,8 @@ class Tracker:
                 self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
 
     def start_parent(self, stage: str, tags: Mapping[str, str]) -> str:
-        run = self.client.create_run(self.experiment_id, run_name=f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}",
+        name = f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run = self.client.create_run(self.experiment_id, run_name=name,
                                      tags={"cbench.kind": "invocation", "cbench.stage": stage,
                                            **_origin(), **tags})
         return str(run.info.run_id)
@@ -134,7 +135,8 @@ class Tracker:
         return runs[0] if runs else None
 
     def log(self, run_id: str, params: Mapping[str, Any] | None = None,
-            metrics: Iterable[tuple[str, float, int]] = (), tags: Mapping[str, str] | None = None) -> None:
+            metrics: Iterable[tuple[str, float, int]] = (),
+            tags: Mapping[str, str] | None = None) -> None:
         """Params, tags and (key, value, step) metrics in as few ``log_batch`` calls as possible."""
         now = int(time.time() * 1000)
         entities: list[Any] = [Param(k, _param_str(v)) for k, v in (params or {}).items()]
@@ -198,7 +200,8 @@ def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, An
             MLFLOW_SOURCE_NAME: source, MLFLOW_SOURCE_TYPE: "LOCAL"}
     run_id = tracker.cell_run(run_key(cell_id, version), parent_id, tags, existing,
                               start_time=_ms(record.get("started_at")))
-    metrics = [(f"train_{k}", h[k], int(h["epoch"])) for h in history for k in ("loss", "tau_mean", "seconds") if k in h]
+    metrics = [(f"train_{k}", h[k], int(h["epoch"])) for h in history
+               for k in ("loss", "tau_mean", "seconds") if k in h]
     metrics.append(("wall_seconds", float(record.get("wall_seconds") or 0.0), 0))
     reason = str(record.get("reason", ""))
     tags = {**tags, **({"failure_reason": reason[:5000]} if reason else {})}
@@ -208,9 +211,9 @@ def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, An
     data = record["config"]["data"]
     tracker.client.log_inputs(run_id, [DatasetInput(
         Dataset(name=str(data["name"]), digest=str(record.get("dataset_hash", ""))[:36],
-                source_type="local", source=json.dumps({"prepared": f"data/datasets/{data['name']}.parquet",
-                                                        "n_train": data["n_train"],
-                                                        "n_heldout": data["n_heldout"]})),
+                source_type="local",
+                source=json.dumps({"prepared": f"data/datasets/{data['name']}.parquet",
+                                   "n_train": data["n_train"], "n_heldout": data["n_heldout"]})),
         [InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
     tracker.end(run_id, failed=record["status"] != "ok", end_time=_ms(record.get("finished_at")))
     return run_id

@@ -10,8 +10,9 @@ about 1e-6 relative per operation and drifts over a training; on the machine tha
 cell, the differences are 0 or at rounding level.
 
 Each check is written to the cell store beside the cell (``<store>/verify/<training id>/
-<version>.json``, :func:`pipeline.runtime.store.verify_record_path`), so every workspace that uses the cell sees it; the report stage marks
-reproduced cells and ``cells.csv`` carries the result.
+<version>.json``, :func:`pipeline.runtime.store.verify_record_path`), so every workspace that
+uses the cell sees it; the report stage marks reproduced cells and ``cells.csv`` carries the
+result.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import storage
+from pipeline.runtime import layout, storage
 from pipeline.runtime.cells import run_cell
 from pipeline.runtime.storage import Location
 from pipeline.runtime.store import verify_record_path
@@ -96,7 +97,7 @@ def _headline(z0: np.ndarray, z1: np.ndarray) -> dict[str, float]:
 
 
 def _views(folder: Location) -> tuple[np.ndarray, np.ndarray]:
-    path = storage.location(folder) / "embeddings.parquet"
+    path = storage.location(folder) / layout.EMBEDDINGS
     return storage.read_embeddings(path, 0), storage.read_embeddings(path, 1)
 
 
@@ -108,7 +109,7 @@ def compare(stored: Location, retrained: Location) -> list[Check]:
     scale = max(float(np.linalg.norm(a)), 1e-300)
     drift = float(np.linalg.norm(b - a)) / scale if a.shape == b.shape else float("inf")
     checks.append(Check("embeddings", 0.0, drift, TOLERANCES["embeddings"].agrees(0.0, drift)))
-    loss = [storage.read_json(storage.location(f) / "cell.json").get("final_loss") for f in
+    loss = [storage.read_json(storage.location(f) / layout.RECORD).get("final_loss") for f in
             (stored, retrained)]
     if loss[0] is not None and loss[1] is not None:
         tol = TOLERANCES["final_loss"]
@@ -165,7 +166,7 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
     for row in tqdm(chosen, desc="verify", unit="cell"):
         cell = cells[str(row["cell_id"])]
         folder = storage.location(str(row["path"]))
-        record = storage.read_json(folder / "cell.json")
+        record = storage.read_json(folder / layout.RECORD)
         ran = record.get("compute") or {}
         if "auto" in (cell.train.precision, cell.train.memory_format) and ran:
             cell = replace(cell, train=replace(cell.train, precision=ran["precision"],

@@ -72,7 +72,8 @@ def load_into(model: nn.Module, data: bytes, cell: Cell) -> None:
     if frozen:
         recorded, now = meta.get("backbone_sha256", ""), backbone_sha256(cell)
         if recorded != now:
-            raise ValueError(f"arch_options.{cell.arch}.weights = {cell.arch_options['weights']!r}: "
+            weights = cell.arch_options["weights"]
+            raise ValueError(f"arch_options.{cell.arch}.weights = {weights!r}: "
                              f"SHA-256 {now[:12]}…, but cell {cell.cell_id} was trained on "
                              f"{recorded[:12]}…: the pretrained weights changed")
     missing, unexpected = model.load_state_dict(load(data), strict=False)

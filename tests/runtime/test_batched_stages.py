@@ -17,13 +17,9 @@ import pytest
 from pipeline.config import expand, from_mapping, merge
 from pipeline.datasets import load_dataset
 from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import (
-    compute_bounds,
-    compute_search,
-    compute_stats,
-    stats_cell,
-    stats_tables,
-)
+from pipeline.runtime.cell_tasks import stats_cell
+from pipeline.runtime.dask_ops import compute_bounds, compute_search, compute_stats
+from pipeline.runtime.tables import stats_tables
 
 pytestmark = pytest.mark.slow
 RTOL = 1e-9
@@ -71,9 +67,9 @@ def test_batched_stats_equal_the_per_cell_results_with_a_progress_bar(tmp_path, 
     # tqdm: the stage's name, done of total files, elapsed<remaining (the ETA), the rate
     bar = rf"stats: 100%\|[^|]*\| {n}/{n} \[\d\d:\d\d<\d\d:\d\d, [^\]]*(?:file/s|s/file)\]"
     assert re.search(bar, err), err
-    per_cell = {}
+    per_cell = []
     for (cell_id, epoch), path in paths.items():
-        per_cell |= stats_cell(cell_id, epoch, path, params.stats, params.report.level)
+        per_cell += stats_cell(cell_id, epoch, path, params.stats, params.report.level)
     want_summary, want_detail = stats_tables(per_cell)
     _assert_same(summary, want_summary)
     _assert_same(detail, want_detail)

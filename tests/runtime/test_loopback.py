@@ -9,8 +9,8 @@ import pytest
 import ray
 
 from pipeline.config import from_mapping
-from pipeline.runtime.dask_ops import scheduler
 from pipeline.runtime.executor import init_ray
+from pipeline.runtime.scheduler import scheduler
 
 pytestmark = pytest.mark.ray
 

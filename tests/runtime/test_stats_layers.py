@@ -8,7 +8,7 @@ import pandas as pd
 import stages.stats
 from pipeline.config import from_mapping
 from pipeline.grid import GRID_AXES
-from pipeline.runtime.cells import BACKBONE_FILE, backbone_snapshot_name
+from pipeline.runtime import dask_ops, layout
 
 
 def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
@@ -17,7 +17,7 @@ def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
     final = params.train.epochs
     for cell in ("a", "b"):
         (tmp_path / cell).mkdir()
-    (tmp_path / "a" / BACKBONE_FILE).write_bytes(b"")  # only cell a's encoder has a backbone
+    (tmp_path / "a" / layout.BACKBONE).write_bytes(b"")  # only cell a's encoder has a backbone
     grid = pd.DataFrame({"cell_id": ["a", "b"], "status": ["ok", "ok"], "reason": ["", ""],
                          "path": [str(tmp_path / "a"), str(tmp_path / "b")],
                          **{axis: [0, 0] for axis in GRID_AXES}})
@@ -31,7 +31,7 @@ def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
 
     monkeypatch.setattr(stages.stats, "resolved_params", lambda: params)
     monkeypatch.setattr(stages.stats, "read_grid", lambda: grid)
-    monkeypatch.setattr(stages.stats, "compute_stats", fake_compute)
+    monkeypatch.setattr(dask_ops, "compute_stats", fake_compute)
     monkeypatch.setattr(stages.stats.storage, "write_frame",
                         lambda frame, path: written.__setitem__(path, frame))
     assert stages.stats.main([]) == 0
@@ -40,8 +40,8 @@ def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
                     ("a", 0): str(tmp_path / "a" / "embeddings_e0000.parquet"),
                     ("b", final): str(tmp_path / "b" / "embeddings.parquet"),
                     ("b", 0): str(tmp_path / "b" / "embeddings_e0000.parquet")}
-    assert backbone == {("a", final): str(tmp_path / "a" / BACKBONE_FILE),
-                        ("a", 0): str(tmp_path / "a" / backbone_snapshot_name(0))}
+    assert backbone == {("a", final): str(tmp_path / "a" / layout.BACKBONE),
+                        ("a", 0): str(tmp_path / "a" / layout.backbone_snapshot(0))}
     table = written[stages.stats.STATS]
     assert list(table.columns[:1 + len(GRID_AXES)]) == ["cell_id", *GRID_AXES]
     assert table.groupby("layer").size().to_dict() == {"backbone": 2, "head": 4}

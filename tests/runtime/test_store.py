@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from pipeline.runtime import storage, store
+from pipeline.runtime import layout, storage, store
 from pipeline.runtime.claims import Claims, Holder
 
 
@@ -22,8 +22,8 @@ def _cell(folder, status="ok", files=None, finished=1.0):
 
 
 def _files(data):
-    """A good cell's files (storage.CELL_FILES), each holding ``data``."""
-    return {name: data for name in storage.CELL_FILES if name != "cell.json"}
+    """A good cell's files (layout.REQUIRED), each holding ``data``."""
+    return {name: data for name in layout.REQUIRED if name != "cell.json"}
 
 
 def test_inspect_done_failed_and_missing(tmp_path):

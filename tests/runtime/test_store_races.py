@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.runtime import storage, store
+from pipeline.runtime import layout, storage, store
 from pipeline.runtime.claims import Claims, Holder
 from tests.conftest import ROOT
 
@@ -317,9 +317,9 @@ def _stage(final: Path, content: bytes | None) -> Path:
     work = storage.staging_dir(final)
     record: dict = {"status": "failed", "reason": "boom"}
     if content is not None:
-        for name in storage.CELL_FILES[:-1]:
+        for name in layout.REQUIRED[:-1]:
             (work / name).write_bytes(content)
-        record = {"status": "ok", "files": store.checksums(work, storage.CELL_FILES[:-1])}
+        record = {"status": "ok", "files": store.checksums(work, layout.REQUIRED[:-1])}
     storage.atomic_write_json(work / "cell.json", record)
     return work
 
@@ -410,9 +410,9 @@ def test_an_object_store_publish_keeps_the_first_good_cell_too(tmp_path):
         work = final.parent / f".v.{uuid.uuid4().hex}.tmp"  # as staging_dir names it there
         record: dict = {"status": "failed", "reason": "boom"}
         if content is not None:
-            for name in storage.CELL_FILES[:-1]:
+            for name in layout.REQUIRED[:-1]:
                 storage.atomic_write_bytes(work / name, content)
-            record = {"status": "ok", "files": store.checksums(work, storage.CELL_FILES[:-1])}
+            record = {"status": "ok", "files": store.checksums(work, layout.REQUIRED[:-1])}
         storage.atomic_write_json(work / "cell.json", record)
         return work
 

@@ -10,8 +10,9 @@ from scipy import stats as sps
 
 import stages.stats
 from pipeline.config import expand, from_mapping
-from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import INTERVAL_LEVEL, stats_graph
+from pipeline.runtime import dask_ops, storage
+from pipeline.runtime.cell_tasks import INTERVAL_LEVEL
+from pipeline.runtime.dask_ops import stats_graph
 
 STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 
@@ -19,7 +20,8 @@ STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 def _bounds(path, cfg, level):
     tasks, _ = stats_graph({("c", 2): path}, cfg, level=level)
     (results,) = dask.compute(tasks, scheduler="synchronous")  # no cluster needed
-    return results[0][("c", 2, "raw")][2]
+    (raw,) = [got for got in results[0] if got.representation == "raw"]
+    return raw.intervals
 
 
 def test_graph_intervals_follow_the_level(tmp_path, tiny_params):
@@ -56,7 +58,7 @@ def test_stage_passes_report_level(tiny_params, monkeypatch, tmp_path):
     row = {"cell_id": cell.cell_id, "status": "ok", "reason": "", "path": "/store/c/v1",
            **cell.grid_values()}
     monkeypatch.setattr(stages.stats, "read_grid", lambda: pd.DataFrame([row]))
-    monkeypatch.setattr(stages.stats, "compute_stats", fake_compute)
+    monkeypatch.setattr(dask_ops, "compute_stats", fake_compute)
     monkeypatch.setattr(stages.stats.storage, "write_frame", lambda frame, path: None)
     assert stages.stats.main([]) == 0
     assert seen["level"] == 0.9

@@ -1,0 +1,124 @@
+"""The Dask scheduler of the stats, search, bounds and probe stages, and how cells are batched.
+
+:func:`scheduler` gives a :class:`Run`: Dask on Ray when a Ray address is configured, else a local
+distributed cluster on 127.0.0.1 with one single-threaded worker per core. A stage's graph has
+one task per batch of consecutive cells (:func:`batches`: about :data:`BATCHES_PER_WORKER` tasks
+per worker), so a grid of many small cells costs the cells' own work and not a scheduler round
+trip per cell: a task of a few milliseconds costs the distributed scheduler about as much again.
+A run shows a progress bar with an ETA on stderr, advanced as batches finish.
+
+This module knows tasks, not what they compute: it imports none of the math
+(``tests/test_layering.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+from dask.delayed import Delayed
+from tqdm import tqdm
+
+from pipeline.config import ComputeConfig
+
+BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
+T = TypeVar("T")
+
+
+class Run(Protocol):
+    """What :func:`scheduler` yields: ``tasks`` computed together (inputs they share, once), their
+    values in order, with a progress bar ``desc`` that advances by ``sizes[i]`` (counted in
+    ``unit``) when task ``i`` finishes."""
+
+    def __call__(self, tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+                 unit: str = "cell") -> list[Any]: ...
+
+
+def batches(items: Sequence[T], n_workers: int,
+            per_worker: int = BATCHES_PER_WORKER) -> list[list[T]]:
+    """``items`` in ``min(len(items), n_workers * per_worker)`` runs of consecutive items, in
+    order, whose sizes differ by at most one (the longer first); none when there are no items."""
+    for name, value in (("n_workers", n_workers), ("per_worker", per_worker)):
+        if value < 1:
+            raise ValueError(f"{name} = {value}: must be an integer >= 1")
+    count = min(len(items), n_workers * per_worker)
+    if count == 0:
+        return []
+    size, longer = divmod(len(items), count)
+    out, start = [], 0
+    for i in range(count):
+        stop = start + size + (i < longer)
+        out.append(list(items[start:stop]))
+        start = stop
+    return out
+
+
+def progress(total: int, desc: str, unit: str = "cell") -> tqdm:
+    """The stages' progress bar on stderr: done of ``total``, rate and ETA (tqdm's default
+    refresh interval, as the train stage's)."""
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+
+
+def _run_distributed(client: Any) -> Run:
+    from distributed import as_completed
+
+    def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+            unit: str = "cell") -> list[Any]:
+        futures = client.compute(list(tasks))
+        size = {f.key: n for f, n in zip(futures, sizes, strict=True)}
+        with progress(sum(sizes), desc, unit) as bar:
+            for done in as_completed(futures):
+                bar.update(size[done.key])
+        return list(client.gather(futures))
+
+    return run
+
+
+def _run_ray() -> Run:
+    import ray
+    from dask import compute
+    from ray.util.dask import ray_dask_get
+
+    def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+            unit: str = "cell") -> list[Any]:
+        # ray_persist: the tasks' object refs instead of their values, to follow them finishing
+        (refs,) = compute(list(tasks), scheduler=ray_dask_get, ray_persist=True)
+        size = {ref: n for ref, n in zip(refs, sizes, strict=True)}
+        pending = list(refs)
+        with progress(sum(sizes), desc, unit) as bar:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                bar.update(size[ready[0]])
+        return list(ray.get(list(refs)))
+
+    return run
+
+
+
+@contextlib.contextmanager
+def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
+    """Dask on Ray when a Ray address is configured, else a local distributed cluster on 127.0.0.1.
+
+    Yields a :class:`Run`: ``run(tasks, desc, sizes)``.
+    """
+    # imports Ray: here rather than at the top, so that the workers unpickling the stages'
+    # tasks (whose modules import this one) do not pay for it
+    from pipeline.runtime.executor import LOOPBACK, init_ray, ray_address
+
+    if ray_address(compute_cfg):
+        init_ray(compute_cfg)
+        yield _run_ray()
+        return
+    from distributed import Client, LocalCluster
+
+    # One single-threaded worker per core: torch's spinning OpenMP threads in several workers
+    # would fight over the cores (the stats engine ran 3-6x slower that way here).
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOOPBACK,
+                      dashboard_address=None, env=env, silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        yield _run_distributed(client)
+

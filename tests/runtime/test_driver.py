@@ -1,0 +1,86 @@
+"""The train driver in one process (the Ray executor replaced by run_cell in a loop): a second
+run trains nothing and logs nothing, a lost MLflow store is logged again from the cell store
+(one run per training), and stale cells under ``train.on_code_change: fail`` stop the stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from pipeline.runtime import driver
+from pipeline.runtime.cells import run_cell
+from pipeline.runtime.context import GRID, resolved_params, tracking_uri
+from pipeline.runtime.tracking import Tracker
+
+pytestmark = pytest.mark.slow  # trains two tiny cells, four drivers' worth of MLflow
+
+
+def _in_process(cells, dataset, folders, metas, compute, threads, snaps, on_done, plugins):
+    out = []
+    for cell in cells:
+        outcome = run_cell(cell, dataset, folders[cell.cell_id], metas[cell.cell_id], threads,
+                           snaps)
+        on_done(outcome)
+        out.append(outcome)
+    return out
+
+
+def _workspace(tmp_path, monkeypatch, params):
+    from stages import prepare, resolve
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    monkeypatch.setenv("CBENCH_STORE", str(tmp_path / "store"))
+    monkeypatch.setattr(driver, "run_cells", _in_process)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert resolve.main([]) == 0 and prepare.main([]) == 0
+
+
+def _finished_runs(params) -> int:
+    runs = Tracker(tracking_uri(params), params.tracking.experiment).cell_runs()
+    return sum(r.info.status == "FINISHED" for r in runs.values())
+
+
+def test_a_second_run_reuses_and_a_lost_tracking_store_is_synced(tmp_path, monkeypatch,
+                                                                  tiny_params):
+    _workspace(tmp_path, monkeypatch, tiny_params)
+    params = resolved_params()
+    first = driver.train_grid(params)
+    assert [r["status"] for r in first.rows] == ["ok", "ok"] and first.failed == 0
+    assert (len(first.trained), first.done, first.synced) == (2, 0, 0)
+    assert _finished_runs(params) == 2
+
+    again = driver.train_grid(params)
+    assert (len(again.trained), again.done, again.synced) == (0, 2, 0)
+    assert again.rows == first.rows
+
+    # a new tracking store (the runs are lost; the cells are in the store): mlflow keeps the
+    # old file's engine open, so the test points at another file rather than deleting it
+    lost = params.model_copy(update={"tracking": params.tracking.model_copy(
+        update={"uri": "sqlite:///elsewhere.db"})})
+    synced = driver.train_grid(lost)
+    assert (len(synced.trained), synced.done, synced.synced) == (0, 2, 2)
+    assert _finished_runs(lost) == 2
+    assert driver.train_grid(lost).synced == 0
+
+
+def test_stale_cells_with_on_code_change_fail_stop_the_stage(tmp_path, monkeypatch,
+                                                             tiny_params, capsys):
+    from stages import train
+
+    tiny_params["train"]["on_code_change"] = "fail"
+    _workspace(tmp_path, monkeypatch, tiny_params)
+    real_plan = driver.plan
+
+    def stale_plan(*args, **kwargs):
+        return [replace(e, action="stale", changed=("pipeline.train",))
+                for e in real_plan(*args, **kwargs)]
+
+    monkeypatch.setattr(driver, "plan", stale_plan)
+    assert train.main([]) == 2
+    err = capsys.readouterr().err
+    assert "train: 2 cells were trained by other code or data (changed: pipeline.train); " \
+           "train.on_code_change = fail" in err
+    assert not GRID.exists()
