@@ -78,10 +78,8 @@ REPORT_RENDER = {"markdown", "latex", "html", "figures", "cd_diagram", "one_over
 REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only
 # inference and fitting: what a render module may not import
 INFERENCE = ("scipy", "statsmodels", "pipeline.stats", "pipeline.search", "pipeline.bounds")
-# still to split: these analysis modules write their sections' Markdown with markdown.table, and
-# the figures' error bars are seed_ci intervals computed while drawing
-REPORT_KNOWN = {("papers", "pipeline.report.markdown"), ("image_rows", "pipeline.report.markdown"),
-                ("figures", "pipeline.stats")}
+# still to split: these analysis modules write their sections' Markdown with markdown.table
+REPORT_KNOWN = {("papers", "pipeline.report.markdown"), ("image_rows", "pipeline.report.markdown")}
 
 
 def _report_imports(name: str) -> set[str]:
