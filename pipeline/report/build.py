@@ -18,6 +18,7 @@ from pipeline.report import figure_plan, leaderboard, one_over_k, papers, ranks
 from pipeline.report.board import Board, best_rows, full_table, make_board
 from pipeline.report.compare import RESULT_COLUMNS, compare_to_baseline
 from pipeline.report.controls import control_summary
+from pipeline.report.papers import PaperTables
 from pipeline.report.probe import probe_columns
 from pipeline.report.tables import axes_in, metrics_in, ok_cells, plain
 
@@ -101,8 +102,7 @@ class Report:
     comparison: pd.DataFrame  # comparison.csv
     ranks: pd.DataFrame  # ranks.csv: one row per report.compare value
     pairs: pd.DataFrame  # pairs.csv: one row per pair of them
-    papers_md: str
-    papers: pd.DataFrame
+    papers: PaperTables  # paper_tables.{md,csv}
     history: pd.DataFrame  # history.csv (DVC plots)
     figures: tuple[figure_plan.FigureSpec, ...]
     one_over_k: one_over_k.OneOverK  # one_over_k.csv and its plot
@@ -194,8 +194,7 @@ def build(inputs: Inputs) -> Report:
     if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
         board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
                                       f"computed, {params.data.name} has no class labels."))
-    section, paper_rows, claims = papers.side_by_side(cells, params.data.name, cfg.level,
-                                                      inputs.records)
+    paper = papers.side_by_side(cells, params.data.name, cfg.level, inputs.records)
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
@@ -209,7 +208,7 @@ def build(inputs: Inputs) -> Report:
             f"{across.axis} over {r.blocks_complete} settings; bars join values not separated "
             f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,
             {"cd": r.cd, "groups": r.groups, "name": across.axis}))
-    summary = _summary(cells, board, claims, cfg.level)
+    summary = _summary(cells, board, list(paper.claims), cfg.level)
     compared = ranks.summary(across)
     if compared:
         summary = replace(summary, extra={**summary.extra, "compare": compared})
@@ -219,8 +218,8 @@ def build(inputs: Inputs) -> Report:
     shown = ["rank", *board.axes, "seed", "status", *(m.name for m in board.columns)]
     return Report(cells=cells, cells_columns=tuple(dict.fromkeys(shown)), board=board,
                   full=full_table(cells, cfg), comparison=comparison, ranks=ranked,
-                  pairs=ranks.pairs_table(across), papers_md=section,
-                  papers=paper_rows, history=_history(inputs.history, inputs.grid),
+                  pairs=ranks.pairs_table(across), papers=paper,
+                  history=_history(inputs.history, inputs.grid),
                   figures=tuple(specs), one_over_k=law, summary=summary,
                   level=cfg.level,
                   mlflow=_mlflow(cells))

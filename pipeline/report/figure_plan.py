@@ -1,8 +1,12 @@
 """Which figures a report gets, as values: :func:`plan` turns the per-cell table into
-:class:`FigureSpec` values (a table and the drawing's options each) that
+:class:`FigureSpec` values (a table or the error-bar lines, and the drawing's options each) that
 :func:`pipeline.report.figures.draw` draws. The number of figures and of lines per figure is
 bounded whatever the grid size: a figure draws at most ``MAX_LINES`` series (the hue axes are
 chosen so), and averages over the rest.
+
+The error bars are computed here (:func:`metric_panels`, :func:`pass_rate_panels`): at each point
+of a line, the mean over the cells there and its interval (:func:`pipeline.stats.seed_ci`,
+``level``); the drawing code only draws them.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.grid import GridPoint
 from pipeline.metrics import lookup
-from pipeline.report.tables import ok_cells
+from pipeline.report.tables import check_columns, ok_cells
+from pipeline.stats import seed_ci
 
 # the integer grid axes (sizes: k, n, d, B) but the seed, to put on a log x axis
 CV_AXES = tuple(f.name for f in fields(GridPoint) if f.type in ("int", int) and f.name != "seed")
@@ -25,18 +31,123 @@ MAX_LINES = 8  # series per figure: more make an unreadable legend
 
 
 @dataclass(frozen=True)
+class Line:
+    """One error-bar line: the cells of one hue group. ``points``: columns ``<x>, mean, lo, hi``,
+    one row per value of x (ascending): the mean of the drawn column over the cells there and its
+    ``level`` interval (:func:`pipeline.stats.seed_ci`, over those cells: seeds and every axis
+    averaged over; NaN bounds at a single cell)."""
+
+    key: tuple[Any, ...]  # the hue axes' values; () for one line over all cells
+    points: pd.DataFrame = field(repr=False)
+
+
+@dataclass(frozen=True)
+class LineSet:
+    """The lines of one column, one per hue group, drawn in one style; ``tag``: what tells them
+    apart from the panel's other sets in the legend ("untrained", a representation; "" none)."""
+
+    column: str
+    tag: str
+    lines: tuple[Line, ...]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of an error-bar figure; ``value``: its facet's value (None: no facet)."""
+
+    value: Any
+    sets: tuple[LineSet, ...]
+
+
+@dataclass(frozen=True)
+class ErrorBars:
+    """What an error-bar figure draws: its panels, and the hue axes that name the lines."""
+
+    hue: tuple[str, ...]
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True)
 class FigureSpec:
     """One figure of the report: what :func:`draw` needs, decided by :func:`plan`.
 
     name: the file stem under ``reports/plots``; kind: a key of ``DRAW``; data: the table it
-    draws; options: keyword arguments of the drawing function.
+    draws, or its :class:`ErrorBars`; options: keyword arguments of the drawing function.
     """
 
     name: str
     caption: str
     kind: str
-    data: pd.DataFrame = field(repr=False)
+    data: pd.DataFrame | ErrorBars = field(repr=False)
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _ci(values: np.ndarray, level: float) -> tuple[float, float, float]:
+    x = np.asarray(values, dtype=float)
+    ci = seed_ci(x[~np.isnan(x)], level)
+    return ci.estimate, ci.low, ci.high
+
+
+def _mean_ci(df: pd.DataFrame, x: str, y: str, level: float) -> pd.DataFrame:
+    rows = [(xv, *_ci(part[y].to_numpy(float), level)) for xv, part in df.groupby(x)]
+    return pd.DataFrame(rows, columns=[x, "mean", "lo", "hi"]).sort_values(x)
+
+
+def error_lines(df: pd.DataFrame, x: str, y: str, hue: Sequence[str],
+                level: float) -> tuple[Line, ...]:
+    """One :class:`Line` of ``y`` against ``x`` per group of ``hue`` values (NaN ``y`` left out;
+    a group without any value keeps an empty line)."""
+    groups = df.groupby(list(hue), dropna=False) if hue else [((), df)]
+    return tuple(Line(key if isinstance(key, tuple) else (key,),
+                      _mean_ci(part.dropna(subset=[y]), x, y, level)) for key, part in groups)
+
+
+def metric_panels(board: pd.DataFrame, axis: str = "n", metric: str = "cv",
+                  hue: Sequence[str] = ("loss",), level: float = 0.95, control: bool = False,
+                  facet: str | None = None) -> ErrorBars:
+    """The lines of :func:`pipeline.report.figures.metric_vs`: ``metric`` against ``axis`` ∈
+    ``CV_AXES`` over the ok cells, one line per ``hue`` value, averaged over the other axes;
+    ``control``: also ``control_<metric>`` (the untrained encoder, tagged "untrained");
+    ``facet``: one panel per value of that grid axis (instead of averaging over it)."""
+    allowed = [a for a in CV_AXES if a in board]
+    if axis not in allowed:
+        raise ValueError(f"axis = {axis!r}: allowed: {', '.join(allowed) or '(none in board)'}")
+    check_columns(board, [metric], "metric", numeric=True)
+    check_columns(board, list(hue), "hue")
+    if control:
+        check_columns(board, [f"control_{metric}"], "control metric", numeric=True)
+    cells = ok_cells(board)
+    parts = [(None, cells)]
+    if facet is not None:
+        check_columns(board, [facet], "facet")
+        parts = list(cells.groupby(facet))
+    panels = []
+    for value, part in parts:
+        sets = [LineSet(metric, "", error_lines(part, axis, metric, list(hue), level))]
+        if control:
+            sets.append(LineSet(f"control_{metric}", "untrained",
+                                error_lines(part, axis, f"control_{metric}", list(hue), level)))
+        panels.append(Panel(value, tuple(sets)))
+    return ErrorBars(tuple(hue), tuple(panels))
+
+
+def pass_rate_panels(stats: pd.DataFrame, hue: Sequence[str] = ("loss",),
+                     level: float = 0.95) -> ErrorBars:
+    """The lines of :func:`pipeline.report.figures.pass_rate_vs_epoch`: two panels, AD and DP
+    pass rates (%) against epoch; rows are (cell_id, epoch, representation) with
+    ``ad_pass_frac``/``dp_pass_frac``; per representation one set of lines per hue value."""
+    check_columns(stats, ["epoch", "ad_pass_frac", "dp_pass_frac"], "stats columns")
+    hue = [h for h in hue if h in stats]
+    reps = (list(stats.groupby("representation")) if "representation" in stats
+            else [("", stats)])
+    sets: dict[str, list[LineSet]] = {"ad": [], "dp": []}
+    for rep, part in reps:
+        pct = ok_cells(part).assign(ad=lambda d: 100 * d.ad_pass_frac,
+                                    dp=lambda d: 100 * d.dp_pass_frac)
+        for col, out in sets.items():
+            out.append(LineSet(col, f"{rep}" if rep else "",
+                               error_lines(pct, "epoch", col, hue, level)))
+    return ErrorBars(tuple(hue), tuple(Panel(None, tuple(s)) for s in sets.values()))
 
 
 def hue_axes(cells: pd.DataFrame, candidates: Sequence[str], limit: int = MAX_LINES) -> tuple[str, ...]:
@@ -67,17 +178,19 @@ def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: p
                        MAX_LINES // 2 if control else MAX_LINES)
         facet = "tau" if "tau" in ok and 1 < ok.tau.nunique() <= 4 else None
         specs.append(FigureSpec(f"cv_vs_{axis}", f"CV against {axis}" + (
-            " (untrained dashed)" if control else ""), "metric_vs", ok,
-            {"axis": axis, "hue": hue, "facet": facet, "control": control, "level": level}))
+            " (untrained dashed)" if control else ""), "metric_vs",
+            metric_panels(ok, axis, "cv", hue, level, control, facet),
+            {"axis": axis, "facet": facet}))
     if primary and primary in ok and "k" in ok and ok.k.nunique() > 1:
         specs.append(FigureSpec(f"{primary}_vs_k" if primary != "recall_at_1" else "recall_vs_k",
-                                f"{lookup(primary).label} against k", "metric_vs", ok,
-                                {"axis": "k", "metric": primary, "level": level,
-                                 "hue": hue_axes(ok, ("loss", "arch", "tau", "embed_dim"))}))
+                                f"{lookup(primary).label} against k", "metric_vs",
+                                metric_panels(ok, "k", primary, hue_axes(
+                                    ok, ("loss", "arch", "tau", "embed_dim")), level),
+                                {"axis": "k", "metric": primary}))
     if len(stats) and stats.epoch.nunique() > 1 and "loss" in cells:
         raw = stats[stats.representation == "raw"].merge(cells[["cell_id", "loss"]], on="cell_id")
         specs.append(FigureSpec("pass_rate_vs_epoch", "AD and DP pass rates against epoch",
-                                "pass_rate_vs_epoch", raw, {"level": level}))
+                                "pass_rate_vs_epoch", pass_rate_panels(raw, level=level)))
     if primary and len(best) and f"{primary}_mean" in best:
         specs.append(FigureSpec(f"variant_{primary}", f"{lookup(primary).label}: the best "
                                 "setting of each variant", "variant_comparison", best,
@@ -103,4 +216,5 @@ def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: p
 
 def norm_cells(specs: Sequence[FigureSpec]) -> list[str]:
     """The cells whose embedding norms the figures draw (what the caller reads for :func:`draw`)."""
-    return [str(c) for s in specs if s.kind == "norm_histograms" for c in s.data.cell_id]
+    return [str(c) for s in specs if s.kind == "norm_histograms"
+            and isinstance(s.data, pd.DataFrame) for c in s.data.cell_id]

@@ -1,8 +1,8 @@
 """Report figures (matplotlib, Agg). Each takes a table and returns a :class:`Drawing`: its PNG and
 SVG bytes (SVG without a date and with a fixed hash salt, so reruns give the same bytes), rendered
 once; the caller writes them (:meth:`Drawing.write`) and embeds the same PNG bytes in HTML.
-Means and intervals are over the cells at each point (:func:`pipeline.stats.seed_ci`,
-``level``).
+The error bars come computed (:class:`~pipeline.report.figure_plan.ErrorBars`: means and
+intervals over the cells at each point); nothing here computes a statistic.
 
 :func:`plan` decides which figures a run gets (pure: :class:`FigureSpec` values) and :func:`draw`
 draws one. The number of figures and of lines per figure is bounded whatever the grid size: a
@@ -29,14 +29,15 @@ from pipeline.report.cd_diagram import critical_difference  # noqa: E402
 from pipeline.report.figure_plan import (  # noqa: E402
     CV_AXES,
     MAX_LINES,
+    ErrorBars,
     FigureSpec,
+    LineSet,
     hue_axes,
     norm_cells,
     plan,
 )
 from pipeline.report.render import axis_header  # noqa: E402
-from pipeline.report.tables import check_columns, ok_cells  # noqa: E402
-from pipeline.stats import seed_ci  # noqa: E402
+from pipeline.report.tables import check_columns  # noqa: E402
 
 
 def _ylabel(metric: str) -> str:
@@ -83,85 +84,52 @@ def _label(key: tuple, names: Sequence[str]) -> str:
                       for n, v in zip(names, key, strict=True)) or "all"
 
 
-def _ci(values: np.ndarray, level: float) -> tuple[float, float, float]:
-    x = np.asarray(values, dtype=float)
-    ci = seed_ci(x[~np.isnan(x)], level)
-    return ci.estimate, ci.low, ci.high
-
-
-def _mean_ci(df: pd.DataFrame, x: str, y: str, level: float) -> pd.DataFrame:
-    rows = [(xv, *_ci(part[y].to_numpy(float), level)) for xv, part in df.groupby(x)]
-    return pd.DataFrame(rows, columns=[x, "mean", "lo", "hi"]).sort_values(x)
-
-
-def _lines(ax: plt.Axes, df: pd.DataFrame, x: str, y: str, hue: Sequence[str], level: float,
-           suffix: str = "", linestyle: str = "-",
+def _lines(ax: plt.Axes, lines: LineSet, hue: Sequence[str], linestyle: str = "-",
            colors: Sequence[str] | None = None) -> list[str]:
-    """One error-bar line per hue group; returns the colours used, in group order."""
-    groups = df.groupby(list(hue), dropna=False) if hue else [((), df)]
+    """One error-bar line per hue group of ``lines``; returns the colours used, in group order."""
+    suffix = f" ({lines.tag})" if lines.tag else ""
     used = []
-    for i, (key, part) in enumerate(groups):
-        pts = _mean_ci(part.dropna(subset=[y]), x, y, level)
+    for i, line in enumerate(lines.lines):
+        pts = line.points
+        x = pts.columns[0]
         err = np.vstack([pts["mean"] - pts["lo"], pts["hi"] - pts["mean"]])
-        key = key if isinstance(key, tuple) else (key,)
         bars = ax.errorbar(pts[x], pts["mean"], yerr=np.nan_to_num(err), marker="o", capsize=3,
-                           label=_label(key, hue) + suffix, linestyle=linestyle,
+                           label=_label(line.key, hue) + suffix, linestyle=linestyle,
                            color=colors[i] if colors else None)
         used.append(matplotlib.colors.to_hex(bars.lines[0].get_color()))
     return used
 
 
-def metric_vs(board: pd.DataFrame, axis: str = "n", metric: str = "cv",
-              hue: Sequence[str] = ("loss",), level: float = 0.95,
-              control: bool = False, facet: str | None = None) -> Drawing:
-    """Thin-shell CV (or ``metric``) against ``axis`` ∈ ``CV_AXES``, one line per ``hue`` value,
-    averaged over the other axes; log x axis. ``control``: also ``control_<metric>`` (the
-    untrained encoder) as dashed lines of the same colours. ``facet``: one panel per value of
-    that grid axis (instead of averaging over it)."""
-    allowed = [a for a in CV_AXES if a in board]
-    if axis not in allowed:
-        raise ValueError(f"axis = {axis!r}: allowed: {', '.join(allowed) or '(none in board)'}")
-    check_columns(board, [metric], "metric", numeric=True)
-    check_columns(board, list(hue), "hue")
-    if control:
-        check_columns(board, [f"control_{metric}"], "control metric", numeric=True)
-    cells = ok_cells(board)
-    panels = [(None, cells)]
-    if facet is not None:
-        check_columns(board, [facet], "facet")
-        panels = list(cells.groupby(facet))
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), sharey=True,
-                             squeeze=False)
-    for ax, (value, part) in zip(axes[0], panels, strict=True):
-        colors = _lines(ax, part, axis, metric, list(hue), level)
-        if control:
-            _lines(ax, part, axis, f"control_{metric}", list(hue), level,
-                   suffix=" (untrained)", linestyle="--", colors=colors)
+def metric_vs(bars: ErrorBars, axis: str = "n", metric: str = "cv",
+              facet: str | None = None) -> Drawing:
+    """Thin-shell CV (or ``metric``) against ``axis``: the lines of
+    :func:`~pipeline.report.figure_plan.metric_panels`, one panel each (titled by ``facet``'s
+    value); log x axis. A panel's later sets (the untrained control) are dashed, in the
+    colours of its first."""
+    fig, axes = plt.subplots(1, len(bars.panels), figsize=(6 * len(bars.panels), 4),
+                             sharey=True, squeeze=False)
+    for ax, panel in zip(axes[0], bars.panels, strict=True):
+        first, *rest = panel.sets
+        colors = _lines(ax, first, bars.hue)
+        for dashed in rest:
+            _lines(ax, dashed, bars.hue, linestyle="--", colors=colors)
         ax.set_xscale("log", base=2)
         symbol = axis_header(axis)
         ax.set(xlabel=axis if symbol == axis else f"{axis} ({symbol})",
-               title=f"{axis_header(facet)} = {value}" if facet else None)
+               title=f"{axis_header(facet)} = {panel.value}" if facet else None)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(_ylabel(metric))
     axes[0][-1].legend(fontsize=7)
     return save(fig)
 
 
-def pass_rate_vs_epoch(stats: pd.DataFrame, hue: Sequence[str] = ("loss",),
-                       level: float = 0.95) -> Drawing:
-    """AD and DP pass rates (%) against epoch; rows are (cell_id, epoch, representation) with
-    ``ad_pass_frac``/``dp_pass_frac``; one line per hue value and representation."""
-    check_columns(stats, ["epoch", "ad_pass_frac", "dp_pass_frac"], "stats columns")
-    hue = [h for h in hue if h in stats]
+def pass_rate_vs_epoch(bars: ErrorBars) -> Drawing:
+    """AD and DP pass rates (%) against epoch: the two panels of
+    :func:`~pipeline.report.figure_plan.pass_rate_panels`, one line style per representation."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    reps = (list(stats.groupby("representation")) if "representation" in stats
-            else [("", stats)])
-    for (rep, part), style in zip(reps, ("-", "--", ":", "-."), strict=False):
-        pct = ok_cells(part).assign(ad=lambda d: 100 * d.ad_pass_frac,
-                                    dp=lambda d: 100 * d.dp_pass_frac)
-        for ax, col in zip(axes, ("ad", "dp"), strict=True):
-            _lines(ax, pct, "epoch", col, hue, level, linestyle=style,
-                   suffix=f" ({rep})" if rep else "")
+    for ax, panel in zip(axes, bars.panels, strict=True):
+        for lines, style in zip(panel.sets, ("-", "--", ":", "-."), strict=False):
+            _lines(ax, lines, bars.hue, linestyle=style)
     for ax, name in zip(axes, ("Anderson–Darling", "D'Agostino–Pearson"), strict=True):
         ax.set(xlabel="epoch", title=f"{name}: coordinates passing", ylim=(-2, 102))
         ax.grid(alpha=0.3)
@@ -277,7 +245,10 @@ def draw(spec: FigureSpec, norms: Mapping[str, np.ndarray] | None = None) -> Dra
     if spec.kind == "norm_histograms":
         if norms is None:
             raise ValueError("norms: needed to draw the norm histograms (cell id -> norms)")
-        return norm_histograms({r.label: norms[r.cell_id] for r in spec.data.itertuples()})
+        table = spec.data
+        if not isinstance(table, pd.DataFrame):
+            raise ValueError(f"{spec.name}: norm_histograms draws a table of (label, cell_id)")
+        return norm_histograms({r.label: norms[r.cell_id] for r in table.itertuples()})
     return DRAW[spec.kind](spec.data, **spec.options)
 
 

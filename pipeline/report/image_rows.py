@@ -13,7 +13,8 @@ configs) with a note where they differ. :func:`image_comparison` gives, per laye
 encoder's output, what InfoNCE sees; ``backbone``: the pooled features the head reads, SimCLR's
 h), CV, AD Avg, AD pass, DP Avg and DP pass of the contrastive cells, the supervised cells, the
 untrained encoder (epoch 0, the same initial weights for both objectives) and the Gaussian null,
-and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`).
+and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`). Values
+only: :mod:`pipeline.report.image_rows_md` writes them as Markdown.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ import numpy as np
 import pandas as pd
 
 from pipeline.metrics import METRICS
-from pipeline.report.markdown import table as md_table
-from pipeline.report.render import fmt_stat, pct
 from pipeline.report.table1 import BETSER_TABLE1, STATS
 from pipeline.stats.inference import normal_quantile
 
@@ -153,17 +152,6 @@ def protocol_rows(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     return rows
 
 
-def protocol_section(configs: Sequence[Mapping[str, Any]]) -> list[str]:
-    rows = protocol_rows(configs)
-    body = [[r["point"], r["paper"], r["source"], r["this_run"], r["note"] or "as the paper"]
-            for r in rows]
-    return ["## Protocol check: Betser et al.'s CIFAR-10 rows against this run", "",
-            "\"stated\": in what this project has of the paper (abstract, project page, SPEC.md "
-            "§2, Table 1); \"assumed\": not stated there, taken from SimCLR's CIFAR-10 recipe "
-            "(Chen et al. 2020, Appendix B.9).", "",
-            md_table(["point", "paper", "source", "this run", "note"], body).rstrip("\n"), ""]
-
-
 # --- contrastive vs supervised vs untrained ----------------------------------------------------
 
 def _z(level: float) -> float:
@@ -210,43 +198,101 @@ def verdict(sides: Mapping[str, str]) -> str:
     return "unresolved"
 
 
-def _interval(part: pd.DataFrame, col: str, level: float) -> str:
-    """``value [lo, hi]``: one cell's own interval; over several cells the mean ± z·se (normal
-    approximation), fractions clipped to [0, 1]; the value alone without intervals."""
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic over some cells: its value and, where the cells have intervals, the ``level``
+    interval (``lo``/``hi``; None without one)."""
+
+    value: float
+    lo: float | None = None
+    hi: float | None = None
+
+
+def _estimate(part: pd.DataFrame, col: str, level: float) -> Estimate:
+    """One cell's own interval; over several cells the mean ± z·se (normal approximation),
+    fractions clipped to [0, 1]; the value alone without intervals."""
     value, se = _mean_se(part, col, level)
     stat = next(s for s in STATS if col.endswith(s))
-    text = fmt_stat(stat, value)
     if not (np.isfinite(value) and np.isfinite(se)):
-        return text
+        return Estimate(value)
     if len(part) == 1:
         lo, hi = float(part[f"{col}_lo"].iloc[0]), float(part[f"{col}_hi"].iloc[0])
     else:
         lo, hi = value - _z(level) * se, value + _z(level) * se
         if METRICS[stat].unit == "%":
             lo, hi = min(max(lo, 0.0), 1.0), max(min(hi, 1.0), 0.0)
-    return f"{text} [{fmt_stat(stat, lo)}, {fmt_stat(stat, hi)}]"
+    return Estimate(value, lo, hi)
 
 
-def _probe(part: pd.DataFrame, col: str) -> str:
-    """The mean linear-probe accuracy in ``col`` (the probe stage, SPEC §5); "–" without it (a
+def _probe(part: pd.DataFrame, col: str) -> float | None:
+    """The mean linear-probe accuracy in ``col`` (the probe stage, SPEC §5); None without it (a
     dataset without class labels, or the probe not run)."""
     if col not in part or not part[col].notna().any():
-        return "–"
-    return f"{100 * part[col].mean():.1f}%"
+        return None
+    return float(part[col].mean())
 
 
-def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str], list[dict]]:
-    """(Markdown lines, rows for the CSV/metrics): contrastive vs supervised vs untrained vs the
-    Gaussian null, per layer, with the verdict. Empty when the board lacks either objective."""
+NULL = "Gaussian null"  # the comparison's row of Gaussian data: no interval, no probe
+Difference = tuple[float, float, float, str]  # (a − b, low, high, side): see :func:`compare`
+
+
+@dataclass(frozen=True)
+class EncoderRow:
+    """One row of the comparison: an encoder's cells on one layer, each statistic's
+    :class:`Estimate` (in ``STATS`` order) and the mean linear-probe accuracy (None: none)."""
+
+    layer: str
+    encoder: str  # contrastive, supervised, untrained (epoch 0), Gaussian null
+    cells: int
+    stats: Mapping[str, Estimate]
+    probe: float | None
+
+
+@dataclass(frozen=True)
+class LayerVerdict:
+    """On one layer: contrastive − supervised per statistic and the claim's :func:`verdict`;
+    contrastive − untrained and its verdict (did contrastive training itself move them)."""
+
+    layer: str
+    vs_supervised: Mapping[str, Difference]
+    verdict: str
+    vs_untrained: Mapping[str, Difference]
+    untrained_verdict: str
+
+    def row(self) -> dict[str, Any]:
+        """The CSV and metrics row: each statistic's difference, its interval and side."""
+        row: dict[str, Any] = {"layer": self.layer}
+        for s, (diff, lo, hi, side) in self.vs_supervised.items():
+            row.update({f"{s}_difference": diff, f"{s}_difference_lo": lo,
+                        f"{s}_difference_hi": hi, f"{s}_side": side})
+        row["verdict"] = self.verdict
+        return row
+
+
+@dataclass(frozen=True)
+class ImageComparison:
+    """Contrastive vs supervised vs untrained vs the Gaussian null, per layer, at ``level``;
+    ``raw_probe``: the linear probe on the raw pixels (None: not run)."""
+
+    level: float
+    rows: tuple[EncoderRow, ...]
+    layers: tuple[LayerVerdict, ...]
+    raw_probe: float | None
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per layer for the CSV and the metrics (:meth:`LayerVerdict.row`)."""
+        return [v.row() for v in self.layers]
+
+
+def image_comparison(board: pd.DataFrame, level: float = 0.95) -> ImageComparison | None:
+    """Contrastive vs supervised vs untrained vs the Gaussian null, per layer, with the verdicts;
+    None when the board lacks either objective."""
     ok = board[board.status == "ok"] if "status" in board else board
     con, sup = ok[ok.objective == "contrastive"], ok[ok.objective == "supervised"]
     if con.empty or sup.empty:
-        return [], []
-    head = ["layer", "encoder", "cells", *(METRICS[s].label for s in STATS), "linear probe"]
-    body = [["published", f"CIFAR-10 {obj}", "", *(fmt_stat(s, PUBLISHED[obj][s]) for s in STATS), ""]
-            for obj in ("contrastive", "supervised")]
-    out: list[dict] = []
-    verdicts = []
+        return None
+    rows: list[EncoderRow] = []
+    layers = []
     for layer, (prefix, _) in LAYERS.items():
         if f"{prefix}cv" not in con:
             continue
@@ -254,58 +300,14 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> tuple[list[str
                    ("supervised", sup, prefix, _probe(sup, f"{prefix}linear_probe")),
                    ("untrained (epoch 0)", con, f"{prefix}control_",
                     _probe(con, f"{prefix}control_linear_probe")),
-                   ("Gaussian null", con, f"{prefix}null_", ""))
-        for name, part, pre, knn in entries:
-            cells = [layer, name, str(len(part))]
-            for s in STATS:
-                cells.append(_interval(part, pre + s, level) if name != "Gaussian null"
-                             else fmt_stat(s, _mean_se(part, pre + s, level)[0]))
-            body.append([*cells, knn])
-        sides, moved = {}, {}
-        row: dict[str, Any] = {"layer": layer}
-        for s in STATS:
-            diff, lo, hi, side = compare(con, prefix + s, sup, prefix + s, s, level)
-            sides[s] = side
-            row.update({f"{s}_difference": diff, f"{s}_difference_lo": lo,
-                        f"{s}_difference_hi": hi, f"{s}_side": side})
-            moved[s] = compare(con, prefix + s, con, f"{prefix}control_{s}", s, level)
-        row["verdict"] = verdict(sides)
-        out.append(row)
-        verdicts.append(_verdict_line(layer, "contrastive − supervised", row["verdict"],
-                                      {s: (row[f"{s}_difference"], row[f"{s}_difference_lo"],
-                                           row[f"{s}_difference_hi"], sides[s]) for s in STATS}))
-        verdicts.append(_verdict_line(layer, "contrastive − untrained",
-                                      "more Gaussian than at epoch 0" if verdict(
-                                          {s: m[3] for s, m in moved.items()}) == "held"
-                                      else "not more Gaussian than at epoch 0", moved))
-    lines = ["## Contrastive vs supervised vs untrained (Betser et al.'s CIFAR-10 claim)", "",
-             f"Raw held-out embeddings; value [{pct(level)} interval] (bootstrap for CV, over "
-             "coordinates for AD/DP; within the cells' held-out data, not over training seeds); "
-             "the untrained row is the same encoder at epoch 0 — the same initial weights as "
-             "the supervised cell. Linear probe: top-1 accuracy of a logistic regression on "
-             "the frozen layer (the probe stage; the raw pixels: "
-             + _probe(ok, "raw_linear_probe") + ").",
-             "",
-             md_table(head, body).rstrip("\n"), "",
-             f"Claim: **contrastive training makes the representation more Gaussian than "
-             f"supervised training** (lower CV and AD Avg). Verdict on the {pct(level)} "
-             "intervals of contrastive − supervised: held when CV and AD Avg both lie on the "
-             "paper's side of zero, not held when either lies on the other side, else "
-             "unresolved; the same test against the untrained encoder says whether contrastive "
-             "training itself moved them.", "", *verdicts, ""]
-    return lines, out
-
-
-def _verdict_line(layer: str, what: str, outcome: str,
-                  diffs: Mapping[str, tuple[float, float, float, str]]) -> str:
-    """``- **layer**: outcome — what: <stat> diff [lo, hi] (side); ...``"""
-    parts = []
-    for s, (d, lo, hi, side) in diffs.items():
-        if not np.isfinite(d):
-            parts.append(f"{METRICS[s].label} – ({side})")
-            continue
-        scale = 100 if METRICS[s].unit == "%" else 1
-        unit = " pts" if scale == 100 else ""
-        parts.append(f"{METRICS[s].label} {scale * d:+.3g}{unit} [{scale * lo:+.3g}, "
-                     f"{scale * hi:+.3g}] ({side})")
-    return f"- **{layer}**: {outcome} — {what}: " + "; ".join(parts) + "."
+                   (NULL, con, f"{prefix}null_", None))
+        for name, part, pre, probe in entries:
+            stats = {s: _estimate(part, pre + s, level) if name != NULL
+                     else Estimate(_mean_se(part, pre + s, level)[0]) for s in STATS}
+            rows.append(EncoderRow(layer, name, len(part), stats, probe))
+        sides = {s: compare(con, prefix + s, sup, prefix + s, s, level) for s in STATS}
+        moved = {s: compare(con, prefix + s, con, f"{prefix}control_{s}", s, level)
+                 for s in STATS}
+        layers.append(LayerVerdict(layer, sides, verdict({s: d[3] for s, d in sides.items()}),
+                                   moved, verdict({s: m[3] for s, m in moved.items()})))
+    return ImageComparison(level, tuple(rows), tuple(layers), _probe(ok, "raw_linear_probe"))

@@ -18,12 +18,16 @@ with errors from the spread between seeds, and a claim holds in a group when the
 seeds the verdict is *undecided*, said with the reason, and the slopes shown are fitted to the
 cells with their within-cell intervals (CV: a bootstrap over held-out rows, the measurement of a
 fixed encoder). Every sentence and header states the level and what the interval is over.
+
+:func:`side_by_side` returns all of it as values (:class:`PaperTables`);
+:mod:`pipeline.report.papers_md` writes ``paper_tables.md`` from them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,9 +37,7 @@ from pipeline.datasets.registry import DATASETS
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import METRICS
 from pipeline.report import image_rows
-from pipeline.report.markdown import table as md_table
-from pipeline.report.render import fmt_stat, fmt_value, pct
-from pipeline.report.table1 import BETSER_TABLE1, STAT_LABELS, STATS
+from pipeline.report.table1 import BETSER_TABLE1, STATS, Published
 from pipeline.report.tables import ok_cells
 from pipeline.search import fit_loglog_slope
 from pipeline.stats.inference import normal_quantile
@@ -123,11 +125,6 @@ def trends(cells: pd.DataFrame, axis: str, stat: str = "cv", level: float = 0.95
     return pd.DataFrame(rows)
 
 
-def _published(stat: str, value: float) -> str:
-    """A published value as the paper prints it (its own precision)."""
-    return f"{100 * value:.3g}%" if METRICS[stat].unit == "%" else fmt_value(value)
-
-
 # What each measured entry lists, in order: (column prefix, name in the section's header)
 PARTS = (("", "trained"), ("control_", "untrained control"), ("null_", "Gaussian null"),
          ("supervised_", "supervised"))
@@ -138,11 +135,6 @@ def _parts(cells: pd.DataFrame) -> list[tuple[str, str]]:
     return [p for p in PARTS if p[0] != "supervised_" or f"supervised_{STATS[0]}" in cells]
 
 
-def _measured(part: pd.DataFrame, stat: str, parts: list[tuple[str, str]]) -> str:
-    cols = [prefix + stat for prefix, _ in parts]
-    return " / ".join(fmt_stat(stat, part[c].mean() if c in part else math.nan) for c in cols)
-
-
 def claim_verdict(table: pd.DataFrame) -> str:
     """held / not held in most groups of the grid, or undecided when any group is."""
     if (table.verdict == "undecided").any():
@@ -150,161 +142,172 @@ def claim_verdict(table: pd.DataFrame) -> str:
     return "held" if 2 * int(table.held.sum()) > len(table) else "not held"
 
 
-def _claim_line(claim: str, axis: str, table: pd.DataFrame, level: float) -> str:
-    if table.empty or table.slope.isna().all():
-        return f"- **{claim}**: not tested (the grid has one value of `{axis}`)."
-    n = len(table)
-    verdict = claim_verdict(table)
-    if verdict == "undecided":
-        seeds = int(table.seeds.min())
-        return (f"- **{claim}**: undecided — {seeds} seed(s) per point, and a verdict about "
-                f"training needs at least {MIN_SEEDS} (the variation between seeds). The slopes "
-                f"below use the cells' {pct(level)} intervals over held-out rows, which measure "
-                "fixed encoders, not training runs.")
-    held = int(table.held.sum())
-    text = (f"- **{claim}**: {verdict} — the log-log slope of CV against `{axis}` is below zero "
-            f"({pct(level)} interval over seeds, {int(table.seeds.min())} or more per point) in "
-            f"{held} of {n} groups of cells")
-    if "training" in table:
-        ctrl, train = int(table.control_held.sum()), int(table.training.sum())
-        text += (f"; the untrained control's CV falls in {ctrl} of {n}, and the trained slope is "
-                 f"steeper than the control's in {train} of {n}, so the fall is attributable to "
-                 f"training in {train} of {n} groups")
-    return text + "."
+@dataclass(frozen=True)
+class Claim:
+    """One of the paper's trend claims (``CLAIMS``) in one published setting: the slopes per
+    group of cells (:func:`trends`; empty without the axis) and what they say. ``verdict``:
+    held / not held (decided on seeds), undecided, or "not tested" (one value of the axis)."""
+
+    setting: str
+    claim: str
+    axis: str
+    slopes: pd.DataFrame = field(repr=False)
+    verdict: str
+    seeds: int  # the fewest seeds at a point (0: not tested)
+    groups: int  # groups of cells, len(slopes)
+    held: int  # groups where the claim held
+    control_held: int | None  # groups where the untrained control's CV falls (None: no control)
+    by_training: int | None  # groups where the trained slope is the steeper (None: no control)
+
+    @property
+    def tested(self) -> bool:
+        """Decided, on seeds."""
+        return self.verdict in ("held", "not held")
+
+    def to_json(self) -> dict[str, Any]:
+        """The claim as ``summary.json`` and ``metrics.json`` list it."""
+        tested = self.tested
+        return {"setting": self.setting, "claim": self.claim, "tested": tested,
+                "verdict": self.verdict, "seeds": self.seeds,
+                "groups": self.groups if tested else 0, "held": self.held if tested else 0,
+                "by_training": self.by_training if tested else None}
 
 
-def _slopes_table(axis: str, table: pd.DataFrame, level: float) -> list[str]:
-    if table.empty or table.slope.isna().all():
-        return []
-    keys = [c for c in table.columns if c in GRID_AXES]
-    head = [*keys, "seeds", f"trained slope [{pct(level)}, over]", f"control slope [{pct(level)}]",
-            "verdict", "by training"]
-    rows = []
-    for r in table.itertuples(index=False):
-        cells = [str(getattr(r, k)) for k in keys] + [str(r.seeds)]
-        cells.append(f"{r.slope:+.3f} [{r.slope_lo:+.3f}, {r.slope_hi:+.3f}] {r.basis}")
-        by_training = ("yes" if r.training else "no") if r.verdict != "undecided" else "undecided"
-        if "control_slope" in table:
-            cells.append(f"{r.control_slope:+.3f} [{r.control_slope_lo:+.3f}, "
-                         f"{r.control_slope_hi:+.3f}]")
-            cells += [r.verdict, by_training]
-        else:
-            cells += ["–", r.verdict, "–"]
-        rows.append(cells)
-    return [f"Log-log slope of CV against `{axis}` (CV ∝ {axis}^slope):", "",
-            md_table(head, rows), ""]
+def _claim(setting: str, claim: str, axis: str, table: pd.DataFrame) -> Claim:
+    has = not table.empty and not table.slope.isna().all()
+    control = has and "training" in table
+    return Claim(setting, claim, axis, table,
+                 verdict=claim_verdict(table) if has else "not tested",
+                 seeds=int(table.seeds.min()) if has else 0, groups=int(len(table)),
+                 held=int(table.held.sum()) if has else 0,
+                 control_held=int(table.control_held.sum()) if control else None,
+                 by_training=int(table.training.sum()) if control else None)
 
 
-def _gaussianity_line(cells: pd.DataFrame) -> str:
-    parts = []
+@dataclass(frozen=True)
+class Gaussianity:
+    """A pass rate's mean over the setting's cells: trained, untrained, Gaussian data; and in how
+    many of the cells with a verdict training changed it (``of`` = 0: no verdicts)."""
+
+    stat: str
+    trained: float
+    control: float
+    null: float
+    changed: int
+    of: int
+
+
+def _gaussianity(cells: pd.DataFrame) -> tuple[Gaussianity, ...]:
+    out = []
     for stat in (s for s in _FRACTIONS if s in cells):
-        trained = cells[stat].mean()
         control = cells[f"control_{stat}"].mean() if f"control_{stat}" in cells else math.nan
         null = cells[f"null_{stat}"].mean() if f"null_{stat}" in cells else math.nan
         changed = cells[f"changed_{stat}"].dropna() if f"changed_{stat}" in cells else pd.Series()
-        text = (f"{STAT_LABELS[stat]} {fmt_stat(stat, trained)} trained, {fmt_stat(stat, control)} "
-                f"untrained, {fmt_stat(stat, null)} for Gaussian data")
-        if len(changed):
-            text += (f" (training changed it in {int(changed.astype(bool).sum())} of "
-                     f"{len(changed)} cells)")
-        parts.append(text)
-    return ("- **Coordinates are Gaussian (AD and DP pass near 100%)**: " + "; ".join(parts)
-            + ". Where the untrained encoder already passes, the Gaussianity is the central limit "
-            "theorem's, not the loss's.")
+        out.append(Gaussianity(stat, cells[stat].mean(), control, null,
+                               int(changed.astype(bool).sum()) if len(changed) else 0,
+                               len(changed)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One published setting of Table 1 that the grid's cells match. ``rows``: per group of
+    cells equal on ``axes`` (the varying axes), its ``paper_tables.csv`` row: the axes' values,
+    ``cells``, ``published_<stat>`` and ``<part>_<stat>``, the means of each measured part
+    (``trained_``, ``control_``, ``null_``, ``supervised_``; NaN where the cells lack it)."""
+
+    key: tuple[str, str, str]  # (data.name, arch, objective)
+    published: Published
+    axes: tuple[str, ...]
+    rows: tuple[dict[str, Any], ...]
+    claims: tuple[Claim, ...]  # in CLAIMS order
+    gaussianity: tuple[Gaussianity, ...]
+
+
+@dataclass(frozen=True)
+class ImageSection:
+    """The image data set's section: the protocol check (:func:`image_rows.protocol_rows` over
+    the contrastive cells' configs; empty without configs) and the comparison."""
+
+    dataset: str
+    protocol: tuple[dict[str, str], ...]
+    comparison: image_rows.ImageComparison
+
+
+@dataclass(frozen=True)
+class PaperTables:
+    """Published tables side by side, as values: ``parts`` (prefix, name) of each measured entry,
+    the matched settings, the image section (None: not image data, or not both objectives);
+    ``table``: ``paper_tables.csv``; ``claims``: for ``metrics.json`` and ``summary.json``."""
+
+    dataset: str
+    level: float
+    parts: tuple[tuple[str, str], ...]
+    settings: tuple[Setting, ...]
+    image: ImageSection | None
+    table: pd.DataFrame = field(repr=False)
+    claims: tuple[dict[str, Any], ...]
+
+
+def _setting(ok: pd.DataFrame, name: str, arch: str, objective: str, pub: Published,
+             parts: list[tuple[str, str]], level: float) -> Setting:
+    cells = ok[(ok.arch == arch) & (ok.objective == objective)]
+    axes = _varying(cells, ("seed", "objective", "arch"))
+    groups = cells.groupby(axes, dropna=False) if axes else [((), cells)]
+    rows = []
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = {"setting": pub.setting, **dict(zip(axes, key, strict=True)),
+                               "cells": len(part)}
+        for s in STATS:
+            row[f"published_{s}"] = pub.values[s]
+            for prefix, _ in parts:
+                col = prefix + s
+                row[f"{prefix or 'trained_'}{s}"] = part[col].mean() if col in part else math.nan
+        rows.append(row)
+    claims = tuple(_claim(pub.setting, claim, axis, trends(cells, axis, "cv", level)
+                          if axis in cells else pd.DataFrame()) for axis, claim in CLAIMS)
+    return Setting((name, arch, objective), pub, tuple(axes), tuple(rows), claims,
+                   _gaussianity(cells))
 
 
 def side_by_side(board: pd.DataFrame, dataset: str, level: float = 0.95,
-                 records: Mapping[str, Mapping[str, Any]] | None = None,
-                 ) -> tuple[str, pd.DataFrame, list[dict[str, Any]]]:
-    """(Markdown section, CSV table, claims for metrics.json) for the published settings of
-    Betser et al., Table 1 that this grid's cells match; and, on image data with contrastive and
-    supervised cells, the protocol check (the paper's setting beside the cells' resolved configs
-    from ``records``, ``cell.json`` per cell id) and contrastive vs supervised vs untrained on the
-    head and the backbone (:mod:`pipeline.report.image_rows`)."""
+                 records: Mapping[str, Mapping[str, Any]] | None = None) -> PaperTables:
+    """The published settings of Betser et al., Table 1 that this grid's cells match, with
+    their claims; and, on image data with contrastive and supervised cells, the protocol check
+    (the paper's setting beside the cells' resolved configs from ``records``, ``cell.json`` per
+    cell id) and contrastive vs supervised vs untrained on the head and the backbone
+    (:mod:`pipeline.report.image_rows`)."""
     ok = ok_cells(board)
     parts = _parts(ok)
-    lines = ["# Published tables side by side", "",
-             "Betser et al. (2026), Table 1 (unnormalised embeddings), beside this run's raw "
-             "held-out embeddings. Each measured entry is **"
-             + " / ".join(name for _, name in parts) + "**: the control is the same encoder at "
-             "epoch 0 (same weights, same held-out data); the null is Gaussian data of the same "
-             "n, d and covariance"
-             + ("; supervised is the same encoder from the same weights trained with "
-                "cross-entropy on the labels" if len(parts) == 4 else "") + ".", ""]
-    rows, claims = [], []
-    for (name, arch, objective), pub in BETSER_TABLE1.items():
-        cells = ok[(ok.arch == arch) & (ok.objective == objective)] if name == dataset else ok[:0]
-        if cells.empty:
-            continue
-        axes = _varying(cells, ("seed", "objective", "arch"))
-        head = ["source", *axes, *(STAT_LABELS[s] for s in STATS)]
-        body = [["published", *[""] * len(axes), *(_published(s, pub.values[s]) for s in STATS)]]
-        groups = cells.groupby(axes, dropna=False) if axes else [((), cells)]
-        for key, part in groups:
-            key = key if isinstance(key, tuple) else (key,)
-            body.append(["this run", *(str(v) for v in key),
-                         *(_measured(part, s, parts) for s in STATS)])
-            row: dict[str, Any] = {"setting": pub.setting, **dict(zip(axes, key, strict=True)),
-                                   "cells": len(part)}
-            for s in STATS:
-                row[f"published_{s}"] = pub.values[s]
-                for prefix, _ in parts:
-                    col = prefix + s
-                    row[f"{prefix or 'trained_'}{s}"] = part[col].mean() if col in part else math.nan
-            rows.append(row)
-        lines += [f"## {pub.setting} (data.name = {name}, arch = {arch}, objective = {objective})",
-                  "", md_table(head, body).rstrip("\n")]
-        lines += ["", "Claims:", ""]
-        slopes = {axis: trends(cells, axis, "cv", level) if axis in cells else pd.DataFrame()
-                  for axis, _ in CLAIMS}
-        for axis, claim in CLAIMS:
-            table = slopes[axis]
-            lines.append(_claim_line(claim, axis, table, level))
-            has = not table.empty and not table.slope.isna().all()
-            verdict = claim_verdict(table) if has else "not tested"
-            tested = verdict in ("held", "not held")  # decided, on seeds
-            claims.append({"setting": pub.setting, "claim": claim, "tested": tested,
-                           "verdict": verdict, "seeds": int(table.seeds.min()) if has else 0,
-                           "groups": int(len(table)) if tested else 0,
-                           "held": int(table.held.sum()) if tested else 0,
-                           "by_training": int(table.training.sum())
-                           if tested and "training" in table else None})
-        lines.append(_gaussianity_line(cells))
-        lines.append("")
-        for axis, table in slopes.items():
-            lines += _slopes_table(axis, table, level)
-    image_lines, image_table = _image_section(ok, dataset, level, records or {})
-    lines += image_lines
-    for r in image_table:
+    settings = tuple(_setting(ok, name, arch, objective, pub, parts, level)
+                     for (name, arch, objective), pub in BETSER_TABLE1.items()
+                     if name == dataset and not ok[(ok.arch == arch)
+                                                   & (ok.objective == objective)].empty)
+    rows = [r for s in settings for r in s.rows]
+    claims = [c.to_json() for s in settings for c in s.claims]
+    image = _image_section(ok, dataset, level, records or {})
+    for r in image.comparison.table() if image else []:
         setting = f"{dataset} contrastive vs supervised ({r['layer']})"
         rows.append({"setting": setting, **r})
         claims.append({"setting": setting, "claim": "contrastive more Gaussian than supervised",
                        "tested": r["verdict"] != "unresolved", "groups": 1,
                        "held": int(r["verdict"] == "held"), "by_training": None,
                        "verdict": r["verdict"]})
-    if not rows:
-        known = ", ".join(f"{n}/{a}/{o}" for n, a, o in BETSER_TABLE1)
-        lines.append(f"No cell of this grid matches a published setting (data.name/arch/objective: "
-                     f"{known}); `make run PROFILE=profiles/betser-synthetic.yaml` runs the "
-                     "Laplace one.")
-    return "\n".join(lines) + "\n", pd.DataFrame(rows), claims
+    return PaperTables(dataset, level, tuple(parts), settings, image, pd.DataFrame(rows),
+                       tuple(claims))
 
 
 def _image_section(ok: pd.DataFrame, dataset: str, level: float,
-                   records: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[dict]]:
-    """The protocol check and the contrastive / supervised / untrained table of an image data set
-    (none elsewhere, or without both objectives)."""
+                   records: Mapping[str, Mapping[str, Any]]) -> ImageSection | None:
+    """The protocol check and the contrastive / supervised / untrained comparison of an image
+    data set (None elsewhere, or without both objectives)."""
     if dataset not in DATASETS or DATASETS[dataset].kind != "image":
-        return [], []
-    comparison, rows = image_rows.image_comparison(ok, level)
-    if not comparison:
-        return [], []
+        return None
+    comparison = image_rows.image_comparison(ok, level)
+    if comparison is None:
+        return None
     contrastive = ok[ok.objective == "contrastive"].cell_id
     configs = [records[c]["config"] for c in contrastive if "config" in records.get(c, {})]
-    lines = [f"# {dataset}: Betser et al.'s image rows, measured as the paper measures them", ""]
-    if dataset != "cifar10":
-        lines += [f"{dataset} is not in Table 1: the CIFAR-10 rows are the reference the "
-                  "ordering is compared with, not numbers to match.", ""]
-    if configs:
-        lines += image_rows.protocol_section(configs)
-    return lines + comparison, rows
+    protocol = tuple(image_rows.protocol_rows(configs)) if configs else ()
+    return ImageSection(dataset, protocol, comparison)

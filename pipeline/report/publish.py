@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.report import figures, one_over_k_plot
+from pipeline.report import figures, one_over_k_plot, papers_md
 from pipeline.report.board import csv_table
 from pipeline.report.build import Report
 from pipeline.report.html import to_html
@@ -55,12 +55,12 @@ def render(report: Report, norms: Mapping[str, np.ndarray]) -> dict[str, bytes]:
                        ("leaderboard.tex", to_latex(board)),
                        ("leaderboard.html", to_html(board, pictures)),
                        ("cells.md", cells_table(report.cells, report.cells_columns)),
-                       ("paper_tables.md", report.papers_md)):
+                       ("paper_tables.md", papers_md.to_markdown(report.papers))):
         files[name] = text.encode("utf-8")
     for name, frame in (("leaderboard.csv", csv_table(board)),
                         ("leaderboard_full.csv", report.full), ("cells.csv", report.cells),
                         ("comparison.csv", report.comparison), ("ranks.csv", report.ranks),
-                        ("pairs.csv", report.pairs), ("paper_tables.csv", report.papers),
+                        ("pairs.csv", report.pairs), ("paper_tables.csv", report.papers.table),
                         ("history.csv", report.history)):
         files[name] = _csv(frame)
     summary = report.summary

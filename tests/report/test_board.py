@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from pipeline.report import papers_md
 from pipeline.report.board import csv_table, full_table, make_board
 from pipeline.report.compare import compare_to_baseline
 from pipeline.report.controls import control_summary
@@ -157,7 +158,7 @@ def test_paper_section_states_the_level(level):
     rows = [{"objective": "contrastive", "loss": "nt_xent", "arch": "linear", "embed_dim": 32,
              "batch_size": b, "seed": 0, "status": "ok", "cv": c, "cv_lo": c - 0.002,
              "cv_hi": c + 0.002} for b, c in ((8, 0.3), (32, 0.25), (128, 0.2))]
-    text, _, _ = side_by_side(pd.DataFrame(rows), "laplace", level)
+    text = papers_md.to_markdown(side_by_side(pd.DataFrame(rows), "laplace", level))
     assert f"cells' {level:.0%} intervals over held-out rows" in text  # one seed: undecided
     assert f"trained slope [{level:.0%}, over]" in text
     assert "95%" not in text

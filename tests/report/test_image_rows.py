@@ -10,7 +10,22 @@ import pytest
 
 from pipeline.config import expand, from_mapping
 from pipeline.report.image_rows import compare, image_comparison, protocol_rows, verdict
+from pipeline.report.image_rows_md import comparison_section
 from pipeline.report.papers import side_by_side
+from pipeline.report.papers_md import to_markdown
+
+
+def _side_by_side(*args):
+    """(paper_tables.md, paper_tables.csv, the claims) from side_by_side's values."""
+    paper = side_by_side(*args)
+    return to_markdown(paper), paper.table, list(paper.claims)
+
+
+def _comparison(board, level=0.95):
+    """(Markdown lines, CSV rows) from image_comparison's values."""
+    comparison = image_comparison(board, level)
+    return comparison_section(comparison), comparison.table()
+
 
 Z = 1.959963984540054
 
@@ -61,7 +76,7 @@ def test_comparison_table_head_and_backbone():
                           ])
     board.loc[1, [c for c in board.columns if c.startswith("backbone_")]] = float("nan")
     board.loc[1, "backbone_cv"] = 0.6  # the supervised backbone, without intervals
-    lines, rows = image_comparison(board, 0.95)
+    lines, rows = _comparison(board, 0.95)
     text = "\n".join(lines)
     assert "| head      | contrastive          | 1     | 0.100 [0.090, 0.110] |" in text
     assert "| backbone  | untrained (epoch 0)  | 1     | 0.150 [0.140, 0.160] |" in text
@@ -83,7 +98,7 @@ def test_comparison_table_head_and_backbone():
     assert by["backbone"]["cv_side"] == "unresolved" and by["backbone"]["verdict"] == "unresolved"
     assert "- **head**: not held — contrastive − supervised: CV +0.05" in text
     assert "- **head**: more Gaussian than at epoch 0 — contrastive − untrained: CV -0.05" in text
-    assert image_comparison(board[board.objective == "contrastive"])[0] == []
+    assert image_comparison(board[board.objective == "contrastive"]) is None
 
 
 def _mnist_params(tiny_params):
@@ -119,7 +134,7 @@ def test_side_by_side_prints_the_mnist_section(tiny_params):
     board = pd.DataFrame([{**_cell("contrastive", con.cell_id, GAUSSIAN), "loss": "infonce"},
                           {**_cell("supervised", sup.cell_id, SKEWED), "loss": "cross_entropy"}])
     records = {c.cell_id: {"config": c.config()} for c in cells}
-    text, table, claims = side_by_side(board, "mnist", 0.95, records)
+    text, table, claims = _side_by_side(board, "mnist", 0.95, records)
     assert "# mnist: Betser et al.'s image rows, measured as the paper measures them" in text
     assert "## Protocol check" in text and "| training length " in text
     assert "- **head**: held" in text and "- **backbone**: held" in text
@@ -128,16 +143,16 @@ def test_side_by_side_prints_the_mnist_section(tiny_params):
                                   "mnist contrastive vs supervised (backbone)"}
     assert [c["held"] for c in claims] == [1, 1]
     # not an image data set: no such section
-    assert "image rows" not in side_by_side(board, "laplace", 0.95, records)[0]
+    assert "image rows" not in _side_by_side(board, "laplace", 0.95, records)[0]
 
 
 def test_interval_of_one_cell_is_its_own_and_of_several_clipped():
     one = pd.DataFrame([_cell("contrastive", "a", {**GAUSSIAN, "ad_pass_frac": 0.995})])
     one.loc[0, "ad_pass_frac_lo"] = 0.97  # an asymmetric interval is shown as it is
-    lines, _ = image_comparison(pd.concat([one, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
+    lines, _ = _comparison(pd.concat([one, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
     assert "| 100% [97%, 100%]" in "\n".join(lines)  # 99.5% and 100.5% print as 100%
     two = pd.concat([one, one.assign(cell_id="c")], ignore_index=True)
-    lines, _ = image_comparison(pd.concat([two, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
+    lines, _ = _comparison(pd.concat([two, pd.DataFrame([_cell("supervised", "b", SKEWED)])]))
     row = next(line for line in "\n".join(lines).splitlines()
                if line.startswith("| head      | contrastive"))
     assert row.split("|")[6].strip().endswith("100%]")  # mean ± z·se, clipped at 100%

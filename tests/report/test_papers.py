@@ -12,6 +12,13 @@ import pytest
 from scipy import stats as sps
 
 from pipeline.report.papers import BETSER_TABLE1, log_slope, side_by_side, trends
+from pipeline.report.papers_md import to_markdown
+
+
+def _side_by_side(*args):
+    """(paper_tables.md, paper_tables.csv, the claims) from side_by_side's values."""
+    paper = side_by_side(*args)
+    return to_markdown(paper), paper.table, list(paper.claims)
 
 Z = 1.959963984540054
 
@@ -92,7 +99,7 @@ def test_one_seed_is_undecided_and_uses_the_cells_intervals():
     ref = np.polyfit(np.log2(part.batch_size), np.log2(part.cv), 1, w=1 / sigma)[0]
     assert row.slope == pytest.approx(ref)
     assert log_slope(part, "batch_size", "cv")[0] == pytest.approx(ref)
-    text, _, claims = side_by_side(cells, "laplace")
+    text, _, claims = _side_by_side(cells, "laplace")
     assert "**CV falls as the batch size grows**: undecided — 1 seed(s) per point" in text
     assert claims[0]["verdict"] == "undecided" and not claims[0]["tested"]
 
@@ -118,7 +125,7 @@ def test_side_by_side_section():
         cells[f"control_{s}"] = 0.5
         cells[f"null_{s}"] = 0.5
     cells["null_cv"] = 0.05
-    text, table, claims = side_by_side(cells, "laplace")
+    text, table, claims = _side_by_side(cells, "laplace")
     flat = re.sub(r" +", " ", text)  # the Markdown writer pads columns
     assert "| published | | 0.08 | 0.38 | 100% | 0.49 | 100% |" in flat
     assert "| this run | 8 | 0.300 / 0.120 / 0.050 |" in flat
@@ -136,7 +143,7 @@ def test_side_by_side_section():
 
 def test_side_by_side_without_a_matching_setting():
     cells = _cells(cv=[[0.3, 0.2, 0.1]], control=[[0.1, 0.1, 0.1]])
-    text, table, claims = side_by_side(cells, "sparse_binary")
+    text, table, claims = _side_by_side(cells, "sparse_binary")
     assert "No cell of this grid matches a published setting" in text
     assert table.empty and claims == []
     assert ("laplace", "linear", "contrastive") in BETSER_TABLE1
@@ -145,7 +152,7 @@ def test_side_by_side_without_a_matching_setting():
 def test_side_by_side_adds_the_supervised_control_where_it_exists():
     cells = _cells(cv=[[0.30, 0.25, 0.20]], control=[[0.12, 0.12, 0.12]])
     cells["supervised_cv"] = 0.5
-    text, table, _ = side_by_side(cells, "laplace")
+    text, table, _ = _side_by_side(cells, "laplace")
     assert "**trained / untrained control / Gaussian null / supervised**" in text
     assert "| this run | 8 | 0.300 / 0.120 / – / 0.500 |" in re.sub(r" +", " ", text)
     assert table.supervised_cv.eq(0.5).all()

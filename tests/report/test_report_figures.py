@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from pipeline.report import figures
+from pipeline.report import figure_plan, figures
 from pipeline.report.tables import aggregate
 from tests.conftest import assert_drawn_png
 
@@ -48,7 +48,8 @@ def grid_board(board) -> pd.DataFrame:
 ])
 def test_metric_vs(grid_board, tmp_path, drawn, axis, xs, cv):
     stem = tmp_path / f"cv_vs_{axis}"
-    _check(figures.metric_vs(grid_board, axis=axis).write(stem), stem)
+    bars = figure_plan.metric_panels(grid_board, axis=axis)
+    _check(figures.metric_vs(bars, axis=axis).write(stem), stem)
     (ax,) = drawn[0].axes
     series = _series(ax)
     assert set(series) == {"infonce", "dcl"}  # one line per loss; the failed weince cell dropped
@@ -61,7 +62,8 @@ def test_metric_vs_with_control_and_facets(grid_board, tmp_path, drawn):
     stem = tmp_path / "cv_facets"
     board = grid_board.assign(control_cv=0.9 * grid_board.cv,
                               tau=np.where(grid_board.loss == "dcl", 0.2, 0.1))
-    drawing = figures.metric_vs(board, axis="embed_dim", control=True, facet="tau")
+    bars = figure_plan.metric_panels(board, axis="embed_dim", control=True, facet="tau")
+    drawing = figures.metric_vs(bars, axis="embed_dim", facet="tau")
     _check(drawing.write(stem), stem)
     axes = drawn[0].axes
     assert [ax.get_title() for ax in axes] == ["τ = 0.1", "τ = 0.2"]  # one panel per τ
@@ -73,14 +75,14 @@ def test_metric_vs_with_control_and_facets(grid_board, tmp_path, drawn):
         styles = {c.get_label(): c.lines[0].get_linestyle() for c in ax.containers}
         assert styles == {loss: "-", f"{loss} (untrained)": "--"}
     with pytest.raises(ValueError, match="control metric: unknown column 'control_cv'"):
-        figures.metric_vs(grid_board, axis="n", control=True).write(stem)
+        figure_plan.metric_panels(grid_board, axis="n", control=True)
     with pytest.raises(ValueError, match="facet: unknown column 'width'"):
-        figures.metric_vs(board, axis="n", facet="width").write(stem)
+        figure_plan.metric_panels(board, axis="n", facet="width")
 
 
 def test_metric_vs_unknown_axis(grid_board, tmp_path):
     with pytest.raises(ValueError, match="axis = 'batch_size': allowed: k, n, embed_dim"):
-        figures.metric_vs(grid_board, axis="batch_size").write(tmp_path / "x")
+        figure_plan.metric_panels(grid_board, axis="batch_size")
 
 
 def test_pass_rate_vs_epoch(tmp_path, drawn):
@@ -90,7 +92,8 @@ def test_pass_rate_vs_epoch(tmp_path, drawn):
             for c, loss in enumerate(["infonce", "infonce", "dcl"]) for e in (0, 5, 10)
             for rep in ("raw", "normalized")]
     stem = tmp_path / "pass"
-    _check(figures.pass_rate_vs_epoch(pd.DataFrame(rows)).write(stem), stem)
+    bars = figure_plan.pass_rate_panels(pd.DataFrame(rows))
+    _check(figures.pass_rate_vs_epoch(bars).write(stem), stem)
     ad, dp = drawn[0].axes
     assert ad.get_ylim() == (-2, 102) and "Anderson" in ad.get_title()
     assert set(_series(ad)) == {f"{loss} ({rep})" for loss in ("infonce", "dcl")
@@ -99,7 +102,7 @@ def test_pass_rate_vs_epoch(tmp_path, drawn):
     assert x == [0, 5, 10] and y == pytest.approx([52.0, 72.0, 92.0])
     assert _series(dp)["infonce (raw)"][1] == pytest.approx([40.0, 65.0, 90.0])
     with pytest.raises(ValueError, match="stats columns: unknown column 'epoch'"):
-        figures.pass_rate_vs_epoch(pd.DataFrame(rows).drop(columns="epoch")).write(stem)
+        figure_plan.pass_rate_panels(pd.DataFrame(rows).drop(columns="epoch"))
 
 
 def test_norm_histograms(tmp_path, drawn):
@@ -200,9 +203,9 @@ def test_plan_is_bounded_whatever_the_grid_size(profile, tmp_path):
     assert len(names) <= 8 and "recall_vs_k" in names and "variant_recall_at_1" in names
     for spec in specs:
         if spec.kind == "metric_vs":
-            lines = int(np.prod([cells[h].nunique() for h in spec.options["hue"]] or [1]))
-            lines *= 2 if spec.options.get("control") else 1
-            assert lines <= figures.MAX_LINES, (spec.name, spec.options["hue"])
+            for panel in spec.data.panels:
+                lines = sum(len(s.lines) for s in panel.sets)
+                assert lines <= figures.MAX_LINES, (spec.name, spec.data.hue)
         if spec.kind == "variant_comparison":
             assert len(spec.data) == cells.loss.nunique()  # one bar per loss
     spec = next(s for s in specs if s.name == "recall_vs_k")
@@ -215,3 +218,21 @@ def test_hue_axes_stop_at_the_limit(board):
     assert figures.hue_axes(cells, ("loss", "k", "embed_dim"), 8) == ("loss", "k")  # 3·2 = 6
     assert figures.hue_axes(cells, ("loss", "k", "embed_dim"), 2) == ("loss",)  # the first always
     assert figures.hue_axes(cells, ("tau", "arch")) == ()  # nothing varies
+
+
+def test_error_bars_are_seed_intervals_computed_before_drawing(grid_board):
+    """The analysis layer computes each point's mean and t interval over its cells (infonce at
+    n = 1024: seeds 1 and 2 at each k, CV 0.21 and 0.22); the drawing gets them."""
+    from scipy import stats
+
+    bars = figure_plan.metric_panels(grid_board, axis="n", level=0.9)
+    (panel,) = bars.panels
+    (trained,) = panel.sets
+    line = next(ln for ln in trained.lines if ln.key == ("infonce",))
+    point = line.points.set_index("n").loc[1024]
+    cells = grid_board[(grid_board.loss == "infonce") & (grid_board.n == 1024)
+                       & (grid_board.status == "ok")].cv.to_numpy(float)
+    assert len(cells) >= 2 and cells.mean() == pytest.approx(0.215)
+    half = stats.t.ppf(0.95, len(cells) - 1) * np.std(cells, ddof=1) / np.sqrt(len(cells))
+    assert point["mean"] == pytest.approx(0.215)
+    assert (point["lo"], point["hi"]) == pytest.approx((0.215 - half, 0.215 + half))
