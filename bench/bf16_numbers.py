@@ -143,7 +143,8 @@ def statistics_of(run: Run, labels: np.ndarray | None) -> dict[str, float]:
                       f"{int(keep.sum())} coordinates", flush=True)
                 zk, pk = represent(z, rep)[:, keep], represent(z_pos, rep)[:, keep]
                 s = summarize(zk, pk, column_tests(zk), "raw")
-            # the normalised rows all have norm 1: their CV is 0 up to rounding, not a number to compare
+            # the normalised rows all have norm 1: their CV is 0 up to rounding, not a number to
+            # compare
             out.update({f"{lp}{rp}{k}": getattr(s, k) for k in STATS if rp == "" or k != "cv"})
         out[f"{lp}recall_at_1"] = recall_at_k(z, z_pos, (1,))[1]
         if labels is not None:

@@ -1,7 +1,9 @@
-"""Benchmark, for a GPU: images per second of one cell and of four cells packed on one GPU, bf16 off and on.
+"""Benchmark, for a GPU: images per second of one cell and of four cells packed on one GPU, bf16
+off and on.
 
     python3 bench/gpu.py            # on a machine with CUDA: about 2-4 minutes on an H200
-    python3 bench/gpu.py --cpu      # a small smoke run on the CPU (checks the script, measures nothing useful)
+    python3 bench/gpu.py --cpu      # a small smoke run on the CPU (checks the script,
+                                    # measures nothing useful)
 
 Without CUDA (and without ``--cpu``) it prints that it needs a GPU and exits 0. It needs only
 torch and torchvision besides the project's pure packages (no Ray, no pydantic): it runs as is on
@@ -13,7 +15,8 @@ the project's own ``pipeline.train.train_cell`` on random CIFAR-shaped images (3
 numbers do not depend on the pixels, and no data set has to be there). Settings:
 
 - fp32: ``train.precision: float32``, ``memory_format: contiguous``;
-- bf16: ``train.precision: bfloat16``, ``memory_format: channels_last`` (the fast path on tensor cores).
+- bf16: ``train.precision: bfloat16``, ``memory_format: channels_last`` (the fast path on tensor
+  cores).
 
 Measured, per setting:
 
@@ -177,7 +180,7 @@ def packed_rate(size: Size, setting: str, device: str, cells: int, threads: int)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])  # its first paragraph
     ap.add_argument("--cpu", action="store_true", help="a small smoke run on the CPU")
     ap.add_argument("--cells", type=int, default=4, help="cells packed on the one GPU")
     args = ap.parse_args(argv)
@@ -214,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     for setting, (model, one, packed) in rows.items():
         print(f"| {setting} | {model:,.0f} | {one:,.0f} | {packed:,.0f} | {packed / one:.2f} | "
               f"{one / model:.2f} | {one / fp32[1]:.2f} | {packed / fp32[2]:.2f} |")
-    print(f"\n{time.time() - began:.0f} s in all. compute.num_gpus: 0.25 pays when 'packed / 1 cell'"
-          " is well above 1; '1 cell / model step' well below 1 means the CPU-side augmentation "
-          "limits a cell.")
+    print(f"\n{time.time() - began:.0f} s in all. compute.num_gpus: 0.25 pays when "
+          "'packed / 1 cell' is well above 1; '1 cell / model step' well below 1 means the "
+          "CPU-side augmentation limits a cell.")
     return 0
 
 

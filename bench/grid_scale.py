@@ -25,7 +25,8 @@ start and stop, shipping batches and results, writing the stage tables, the repo
 logging. The Dask stages use ``stats.n_workers`` worker processes, (b) one: on a quiet machine
 with that many cores a ratio below 1 is the parallel speed-up.
 Printed per grid, per stage, in total and for the target's four stages (``target``: stats,
-search, bounds, report; probe computes nothing on these unlabelled grids): seconds, milliseconds per cell, ratio (a) / (b); then
+search, bounds, report; probe computes nothing on these unlabelled grids): seconds, milliseconds
+per cell, ratio (a) / (b); then
 the marginal cost per cell between the two grids, (T_1000 - T_100) / 900, for (a) and (b), and
 its ratio: fixed costs (interpreter, imports, cluster start) cancel in it, and (a)'s fixed part
 is estimated as T_100 - 100 x marginal. Medians of ``--repeats``, (a) and (b) interleaved stage
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], choices=sorted(SUBSETS))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=None,
-                    help="keep the workspaces here (reused by a later run); default: a temporary folder")
+                    help="keep the workspaces here (reused by a later run); default: a temporary "
+                         "folder")
     ap.add_argument("--code", type=Path, default=ROOT,
                     help="checkout whose stages (a) runs (default: this one)")
     ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)

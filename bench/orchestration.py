@@ -47,10 +47,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 # glibc reads its malloc tuning at process start: run with the values `make run` exports (see
-# DESIGN.md), in this process as in the Ray workers it starts, so (a) and (b) see the same allocator.
+# DESIGN.md), in this process as in the Ray workers it starts, so (a) and (b) see the same
+# allocator.
 _MALLOC = {"MALLOC_MMAP_THRESHOLD_": "1000000000", "MALLOC_TRIM_THRESHOLD_": "1000000000"}
 if any(k not in os.environ for k in _MALLOC) and not os.environ.get("CBENCH_BENCH_REEXEC"):
-    os.environ.update({k: os.environ.get(k, v) for k, v in _MALLOC.items()}, CBENCH_BENCH_REEXEC="1")
+    os.environ.update({k: os.environ.get(k, v) for k, v in _MALLOC.items()},
+                      CBENCH_BENCH_REEXEC="1")
     os.execv(sys.executable, [sys.executable, *sys.argv])
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("RAY_ADDRESS", None)  # always a local instance on 127.0.0.1, never a cluster
@@ -232,11 +234,14 @@ def _med(runs: list[Run], key) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cells", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=5.0, help="target single-thread time of one cell")
+    ap.add_argument("--seconds", type=float, default=5.0,
+                    help="target single-thread time of one cell")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--epochs", type=int, default=0, help="skip calibration and train this many epochs")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="skip calibration and train this many epochs")
     args = ap.parse_args(argv)
     cores, n = os.cpu_count() or 1, args.cells
     load = os.getloadavg()[0]
@@ -315,10 +320,11 @@ def main(argv: list[str] | None = None) -> int:
           f"no Ray: the hardware's ceiling {bare_t / par_t:.2f} x)")
     print(f"speed-up              {bare_t / pipe_t:8.2f} x   (target >= 1.8 on {cores} cores; "
           f"{bare_t / (pipe_t + fixed):.2f} x with ray.init and the worker start)")
-    print(f"per-cell overhead     {overhead:8.2f} s = {100 * overhead / cell_t:5.1f}% of a {cell_t:.2f} s "
-          f"cell   (target <= 5%; (pipeline x {cores} - bare) / {n})")
-    print(f"  outside the cells   {gap:8.2f} s = {100 * gap / cell_t:5.1f}%   ((pipeline x {cores} - "
-          f"sum of in-task cell times) / {n}: idle cores and orchestration, not slower cells)")
+    print(f"per-cell overhead     {overhead:8.2f} s = {100 * overhead / cell_t:5.1f}% of a "
+          f"{cell_t:.2f} s cell   (target <= 5%; (pipeline x {cores} - bare) / {n})")
+    print(f"  outside the cells   {gap:8.2f} s = {100 * gap / cell_t:5.1f}%   "
+          f"((pipeline x {cores} - sum of in-task cell times) / {n}: idle cores and "
+          "orchestration, not slower cells)")
     vs_par = (pipe_t - par_t) * cores / n
     print(f"  against parallel    {vs_par:8.2f} s = {100 * vs_par / cell_t:5.1f}%   ((pipeline - "
           f"parallel bare) x {cores} / {n}: what Ray, MLflow and the stage add to cells that run "
@@ -333,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  total               {bare_cpu:8.2f} s bare, {pipe_cpu:.2f} s pipeline (driver + "
           f"raylet, GCS, workers)")
     print(f"  per-cell overhead   {(pipe_cpu - bare_cpu) / n:8.2f} s = "
-          f"{100 * (pipe_cpu - bare_cpu) / n / cell_cpu:5.1f}%   ((pipeline - bare) / {n}); outside "
-          f"the cells {orch_cpu:.2f} s = {100 * orch_cpu / cell_cpu:.1f}%")
+          f"{100 * (pipe_cpu - bare_cpu) / n / cell_cpu:5.1f}%   ((pipeline - bare) / {n}); "
+          f"outside the cells {orch_cpu:.2f} s = {100 * orch_cpu / cell_cpu:.1f}%")
     print(f"load average at end   {os.getloadavg()[0]:8.2f}")
     return 0
 

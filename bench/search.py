@@ -4,11 +4,13 @@
                            [--dtype float64 float32] [--threads 2]
 
 engine: pipeline.search.similarity_search_cross_entropy(z, pool, log_ratio, tau, block, dtype)
-    (row blocks on `threads` worker threads, one intra-op thread each) with m anchors and m pool points (embeddings (m, d), random Gaussian, normalised inside) and
+    (row blocks on `threads` worker threads, one intra-op thread each) with m anchors and m pool
+    points (embeddings (m, d), random Gaussian, normalised inside) and
     the Gaussian-channel log density ratio log r(x, ξ) (A_c = 0.6, inputs x, ξ ~ N(0, I_p)) given
     as a callable (rows, cols) -> tile that evaluates the closed form
         log r = A_c/(1−A_c²)·x·ξ − A_c²(‖x‖² + ‖ξ‖²)/(2(1−A_c²)) − (p/2)·log(1 − A_c²)
-    as one (p+2)-wide matmul per tile into a buffer per thread. The ratio tiles are INCLUDED in the engine's time; their
+    as one (p+2)-wide matmul per tile into a buffer per thread. The ratio tiles are INCLUDED in
+    the engine's time; their
     own time (the callable over all tiles, nothing else) is printed as "ratio tiles".
 floor: the same 2·m·m·d matrix-multiply flops as torch.matmul over the same (block × block)
     tiles of (m, d) operands, into a preallocated output, in the same dtype, with `threads`

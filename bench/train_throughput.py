@@ -20,7 +20,8 @@ a sample is the mean time of ``--steps`` consecutive steps; settings take turns 
 (``--repeats`` rounds), so load from other work hits all of them alike; each sample follows one
 untimed step of its own setting, so no sample includes the switch from another setting (a
 training run never switches). On a machine shared with other work, two-thread bf16 steps
-suffer most from it (more, shorter parallel regions): compare with ``--threads 1``. Printed: images per
+suffer most from it (more, shorter parallel regions): compare with ``--threads 1``. Printed:
+images per
 second (median over the samples, and the range), and the ratio of each median to fp32's, all
 from this one run. It also prints what ``train.precision: auto`` / ``memory_format: auto`` would
 choose from these numbers (the fastest setting if it beats fp32 by AUTO_MARGIN, else fp32).

@@ -58,7 +58,8 @@ def image_tag(root: Path = ROOT) -> str:
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     ray = [d for d in project["dependencies"] if re.match(r"ray(\[[^]]*\])?==", d)]
     if len(ray) != 1:
-        raise SystemExit(f"pyproject.toml: expected one pinned ray[default]==<version>, found {ray}")
+        raise SystemExit("pyproject.toml: expected one pinned ray[default]==<version>, "
+                         f"found {ray}")
     return f"{project['version']}-ray{ray[0].split('==')[1]}-{code_digest(root)}"
 
 

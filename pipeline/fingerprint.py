@@ -63,7 +63,8 @@ PROJECT_DIR = Path(__file__).resolve().parent
 TRAINING_ROOTS = ("pipeline.train:train_cell", "pipeline.runtime.cells:run_cell")
 # Tables of every entry: a reference to one is not followed (a cell reaches its own entries).
 REGISTRY_MODULES = {"LOSSES": "pipeline.losses.registry", "SCHEDULES": "pipeline.losses.schedules",
-                    "ENCODERS": "pipeline.encoders.registry", "DATASETS": "pipeline.datasets.registry",
+                    "ENCODERS": "pipeline.encoders.registry",
+                    "DATASETS": "pipeline.datasets.registry",
                     "AUGMENTATIONS": "pipeline.datasets.augment"}
 REGISTRIES = frozenset(f"{module}:{table}" for table, module in REGISTRY_MODULES.items())
 TOPLEVEL = "<toplevel>"
@@ -83,7 +84,8 @@ _OPEN, _CLOSE = "([{", ")]}"
 def _slice(lines: list[str], start: Pos, end: Pos) -> str:
     if start[0] == end[0]:
         return lines[start[0] - 1][start[1]:end[1]]
-    parts = [lines[start[0] - 1][start[1]:], *lines[start[0]:end[0] - 1], lines[end[0] - 1][:end[1]]]
+    parts = [lines[start[0] - 1][start[1]:], *lines[start[0]:end[0] - 1],
+             lines[end[0] - 1][:end[1]]]
     return "".join(parts)
 
 
@@ -187,7 +189,8 @@ def _docstring_nodes(tree: ast.AST) -> list[ast.Expr]:
 
 
 def _span(lines: list[str], node: Any) -> tuple[Pos, Pos]:
-    first = min([node, *getattr(node, "decorator_list", [])], key=lambda n: (n.lineno, n.col_offset))
+    first = min([node, *getattr(node, "decorator_list", [])],
+                key=lambda n: (n.lineno, n.col_offset))
     return (_to_chars(lines, first.lineno, first.col_offset),
             _to_chars(lines, node.end_lineno or node.lineno, node.end_col_offset or 0))
 
@@ -252,7 +255,8 @@ class ModuleInfo:
     digest: str = ""  # of the whole module's token stream (what source_hash gives)
 
 
-def _import_targets(node: ast.Import | ast.ImportFrom, package: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+def _import_targets(node: ast.Import | ast.ImportFrom,
+                    package: str) -> Iterator[tuple[str, tuple[str, ...]]]:
     """(bound name, ("module", m) | ("attr", m, name) | ("star", m))."""
     if isinstance(node, ast.Import):
         for a in node.names:
@@ -380,7 +384,8 @@ def _analyse(name: str, path: Path, source: str) -> ModuleInfo:
         names = list(dict.fromkeys(bound + filled)) or [TOPLEVEL]
         for n in names:
             statements.setdefault(n, []).append(stmt)
-            kinds.setdefault(n, "function" if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+            kinds.setdefault(n, "function"
+                             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
                              else "class" if isinstance(stmt, ast.ClassDef)
                              else "toplevel" if n == TOPLEVEL else "value")
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):

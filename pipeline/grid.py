@@ -194,7 +194,8 @@ def points(axes: Mapping[str, Iterable[Any]]) -> Iterable[dict[str, Any]]:
 
 
 def expand(spec: GridSpec) -> list[Cell]:
-    """Every cell of the grid, in a stable order, without duplicates (supervised points collapse)."""
+    """Every cell of the grid, in a stable order, without duplicates (supervised points
+    collapse)."""
     cells: dict[str, Cell] = {}
     for point in points(spec.axes):
         cell = make_cell(spec, point)

@@ -35,7 +35,8 @@ class NoOptions:
 
 
 def option(default: Any, doc: str) -> Any:
-    """A dataclass field with a default (a list or dict default is copied per instance) and a doc."""
+    """A dataclass field with a default (a list or dict default is copied per instance) and a
+    doc."""
     if isinstance(default, list | dict):
         return field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
     return field(default=default, metadata={"doc": doc})

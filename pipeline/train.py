@@ -253,7 +253,8 @@ def _train_cell(cell: Cell, dataset: Dataset, snapshot_epochs: Iterable[int]) ->
 def compute_mode(cell: Cell, model: nn.Module | None, input_shape: tuple[int, ...],
                  device: torch.device) -> ComputeMode:
     """``train.precision`` / ``train.memory_format`` for this cell; ``auto`` is measured once per
-    (architecture, options, input shape, embedding size, batch size, device, threads) and process."""
+    (architecture, options, input shape, embedding size, batch size, device, threads) and
+    process."""
     t = cell.train
 
     def resolve() -> ComputeMode:

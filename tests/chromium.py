@@ -88,7 +88,8 @@ class DevTools:
 
 def click(chrome: DevTools, selector: str) -> None:
     box = chrome.evaluate(f"(() => {{ const r = document.querySelector({selector!r})"
-                          ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
+                          ".getBoundingClientRect(); "
+                          "return [r.x + r.width / 2, r.y + r.height / 2];"
                           " })()")
     for kind in ("mousePressed", "mouseReleased"):
         chrome.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left",

@@ -37,7 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not value:
         return
     if not value.isdigit() or int(value) < 1:
-        raise pytest.UsageError(f"{THREADS_ENV} = {value!r}: expected an integer >= 1 (torch threads)")
+        raise pytest.UsageError(f"{THREADS_ENV} = {value!r}: expected an integer >= 1 "
+                                "(torch threads)")
     import torch
 
     torch.set_num_threads(int(value))
@@ -163,7 +164,8 @@ class Project:
     def write_params(self, params: dict[str, Any]) -> None:
         (self.path / "params.yaml").write_text(yaml.safe_dump(params))
 
-    def run(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run(self, *args: str, check: bool = True,
+            timeout: float = 600) -> subprocess.CompletedProcess:
         proc = subprocess.run(list(args), cwd=self.path, env=venv_env(self.store),
                               capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:

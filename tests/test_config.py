@@ -94,7 +94,8 @@ def test_unknown_arch_and_arch_option(tiny_params):
 
 def test_profile_lays_keys_over_params(tmp_path, tiny_params):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"grid": {"tau": [0.1]}, "train": {"epochs": 9}}))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"grid": {"tau": [0.1]},
+                                                     "train": {"epochs": 9}}))
     params = load(tmp_path / "params.yaml", tmp_path / "p.yaml")
     assert params.grid.tau == [0.1] and params.train.epochs == 9
     assert params.grid.k == [4, 8] and params.grid.batch_size == [64]  # untouched keys kept

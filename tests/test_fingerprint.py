@@ -163,7 +163,8 @@ def test_cells_of_different_losses_have_different_code(tiny_params):
     assert "pipeline.runtime.cells:_write_views" in prints["infonce"].functions
     # what differs is named: the modules, and the units
     changed = prints["dcl"].changed(prints["infonce"].as_record())
-    assert {"pipeline.losses.dcl", "pipeline.losses.infonce", "pipeline.losses.registry"} <= set(changed)
+    assert {"pipeline.losses.dcl", "pipeline.losses.infonce",
+            "pipeline.losses.registry"} <= set(changed)
     assert "pipeline.train" not in changed
     units = prints["dcl"].changed_units(prints["infonce"].as_record())
     assert "pipeline.losses.registry:LOSSES['dcl']" in units  # the entry's own fields
@@ -183,7 +184,8 @@ def test_a_record_of_the_old_whole_module_form_is_changed_not_an_error(tiny_para
 
 def test_a_thousand_cells_are_fingerprinted_once_per_entry(tiny_params):
     tiny_params["grid"].update(loss=["infonce", "dcl", "weince", "synco"], k=[4, 8, 16, 32, 64],
-                               tau=[0.1, 0.2, 0.3, 0.5, 1.0], embed_dim=[4, 8], seed=[0, 1, 2, 3, 4])
+                               tau=[0.1, 0.2, 0.3, 0.5, 1.0], embed_dim=[4, 8],
+                               seed=[0, 1, 2, 3, 4])
     tiny_params["stats"]["projections"] = 4
     cells = expand(from_mapping(tiny_params))
     assert len(cells) == 1000

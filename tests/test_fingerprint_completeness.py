@@ -168,8 +168,10 @@ def test_every_function_that_runs_is_in_the_cells_fingerprint(traced):
     for cell in traced.cells:
         label, prints = traced.label(cell.cell_id), traced.prints[cell.cell_id]
         ran = traced.executed[cell.cell_id]
-        problems += [f"{label}: ran {k}, not fingerprinted" for k in sorted(ran - set(prints.functions))]
-        problems += [f"{label}: ran code outside any unit: {m}" for m in traced.unmapped[cell.cell_id]]
+        problems += [f"{label}: ran {k}, not fingerprinted"
+                     for k in sorted(ran - set(prints.functions))]
+        problems += [f"{label}: ran code outside any unit: {m}"
+                     for m in traced.unmapped[cell.cell_id]]
     assert not problems, "\n".join(problems)
     ran_somewhere = set().union(*traced.executed.values())
     # the holes the issue found are covered: they ran, and are fingerprinted (checked above)
@@ -234,7 +236,8 @@ def _none_first(lines: list[bytes], node: ast.AST) -> tuple[int, int, str] | Non
     return last.end_lineno + 1, 0, " " * last.col_offset + "None\n"
 
 
-def _semantic_edit(source: str, unit: fp.Unit) -> tuple[list[tuple[int, int, str]], tuple[int, int]]:
+def _semantic_edit(source: str,
+                   unit: fp.Unit) -> tuple[list[tuple[int, int, str]], tuple[int, int]]:
     """A behaviour-preserving edit of ``unit`` that changes its tokens: (insertions, where)."""
     lines = [line.encode() for line in source.splitlines(keepends=True)]
     node = unit.nodes[0]
@@ -252,7 +255,8 @@ def _semantic_edit(source: str, unit: fp.Unit) -> tuple[list[tuple[int, int, str
 
 def _holds(unit: fp.Unit, where: tuple[int, int]) -> bool:
     for node in unit.nodes:
-        first = min([node, *getattr(node, "decorator_list", [])], key=lambda n: (n.lineno, n.col_offset))
+        first = min([node, *getattr(node, "decorator_list", [])],
+                    key=lambda n: (n.lineno, n.col_offset))
         if (first.lineno, first.col_offset) <= where <= (node.end_lineno, node.end_col_offset):
             return True
     return False
@@ -312,14 +316,16 @@ def _cosmetic_edit(source: str) -> str:
             quote = line[col:col + 1] * 3
             col += 3 if line[col:col + 3] == quote else 1
             edits.append((first.lineno, col, "Edited, only words. "))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and _starts_line(lines, first):
+        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and _starts_line(lines, first)):
             edits.append((first.lineno, 0, " " * first.col_offset + "# a comment in the body\n"))
     for stmt in tree.body:
         if stmt.col_offset == 0:
             first = min([stmt, *getattr(stmt, "decorator_list", [])], key=lambda n: n.lineno)
             edits.append((first.lineno, 0, "\n# a comment, and a blank line above\n"))
         end = lines[stmt.end_lineno - 1]
-        if not isinstance(stmt, ast.FunctionDef | ast.ClassDef) and not end[stmt.end_col_offset:].strip():
+        if (not isinstance(stmt, ast.FunctionDef | ast.ClassDef)
+                and not end[stmt.end_col_offset:].strip()):
             edits.append((stmt.end_lineno, stmt.end_col_offset, "  # a trailing comment"))
     return _insert(source, edits)
 

@@ -30,7 +30,8 @@ def dataset():
 def test_training_is_deterministic(cells, dataset):
     a = train_cell(cells[0], dataset)
     b = train_cell(cells[0], dataset)
-    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
+    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(),
+                                  strict=True):
         assert ka == kb and torch.equal(va, vb)
     assert [h.loss for h in a.history] == [h.loss for h in b.history]
 
@@ -93,7 +94,8 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     z0 = storage.read_embeddings(folder / "embeddings.parquet", 0)
     assert z0.shape == (200, 8) and z0.dtype == np.float32
     meta_read = storage.read_metadata(folder / "embeddings.parquet")
-    assert meta_read["cell_id"] == cells[0].cell_id and meta_read["dataset_hash"] == dataset.content_hash()
+    assert (meta_read["cell_id"] == cells[0].cell_id
+            and meta_read["dataset_hash"] == dataset.content_hash())
     history = pd.read_parquet(folder / "history.parquet")
     assert list(history.epoch) == [1, 2]
     # the saved weights reproduce the saved embeddings
@@ -268,7 +270,8 @@ def test_backbone_views_beside_the_head_and_written_with_checksums(tiny_params, 
 
 def test_an_encoder_without_a_head_writes_no_backbone(cells, dataset, tmp_path):
     assert cells[0].arch == "linear"
-    assert backbone_views(embed_heldout(initial_encoder(cells[0], (16,)), dataset, cells[0])) is None
+    assert backbone_views(embed_heldout(initial_encoder(cells[0], (16,)), dataset,
+                                        cells[0])) is None
     folder = tmp_path / "c" / "v1"
     assert run_cell(cells[0], dataset, folder, {}, snapshot_epochs=[0]).status == "ok"
     assert not [p.name for p in folder.iterdir() if p.name.startswith("backbone")]

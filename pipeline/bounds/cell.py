@@ -30,7 +30,8 @@ from pipeline.seeding import numpy_generator, torch_generator
 from pipeline.train import subsample
 
 ARCHS = ("linear", "mlp")  # the encoders with a data-restricted C_Φ (SPEC §4 caveats)
-Tuples = tuple[Tensor, Tensor, Tensor]  # anchors (n, ...), positives (n, ...), negatives (n, k, ...)
+# anchors (n, ...), positives (n, ...), negatives (n, k, ...)
+Tuples = tuple[Tensor, Tensor, Tensor]
 
 
 class BoundsSettings(Protocol):
@@ -78,8 +79,8 @@ def data_lipschitz(arch: str, model: nn.Module, x: np.ndarray) -> float:
         return lipschitz_linear(linears[0].weight.detach().double().numpy(), flat)
     if arch == "mlp":
         weights = [m.weight.detach().double().numpy() for m in linears]
-        biases = [m.bias.detach().double().numpy() if m.bias is not None else np.zeros(m.out_features)
-                  for m in linears]
+        biases = [m.bias.detach().double().numpy() if m.bias is not None
+                  else np.zeros(m.out_features) for m in linears]
         return lipschitz_mlp(weights, flat, biases)
     raise ValueError(f"arch = {arch!r}: no data-restricted C_Φ (allowed: {', '.join(ARCHS)})")
 

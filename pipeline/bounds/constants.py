@@ -80,7 +80,8 @@ def parameter_distance(theta_hat: Any, theta_0: Any) -> float:
 
 
 def b_tau(anchors: Any, positives: Any, negatives: Any, tau: float) -> float:
-    """B_τ = rms‖a‖ + rms‖p‖ + (mean ‖n‖^{2/q})^{q/2}, q = min(1, τ), over training inputs (SPEC §4).
+    """B_τ = rms‖a‖ + rms‖p‖ + (mean ‖n‖^{2/q})^{q/2}, q = min(1, τ), over training inputs
+    (SPEC §4).
 
     anchors, positives: ``(n, p)``; negatives: ``(n, k, p)`` or flattened ``(n·k, p)``. The power
     mean is taken in log space (‖n‖^{2/q} overflows for small τ).
@@ -128,7 +129,8 @@ def lipschitz_mlp(weights: Sequence[Any], X: Any, biases: Sequence[Any] | None =
     The Jacobian of f w.r.t. layer l's pre-activation is W_L D_{L−1} W_{L−1} ⋯ D_l with 0/1
     diagonal D (ReLU), so its norm is ≤ P_l. A perturbation (ΔW_l, Δb_l) moves that
     pre-activation by ΔW_l h_{l−1} + Δb_l, of norm ≤ ‖(ΔW_l, Δb_l)‖·√(‖h_{l−1}‖² + β), β = 1 with
-    biases, else 0. Summing over layers and Cauchy–Schwarz: ‖Df[Δ]‖ ≤ ‖Δ‖·√(Σ_l P_l²(‖h_{l−1}‖² + β)).
+    biases, else 0. Summing over layers and Cauchy–Schwarz:
+    ‖Df[Δ]‖ ≤ ‖Δ‖·√(Σ_l P_l²(‖h_{l−1}‖² + β)).
     Normalising divides by ‖f(x)‖ (the derivative of v ↦ v/‖v‖ has norm 1/‖v‖). So
     C_Φ ≤ max_x √(Σ_l P_l² (‖h_{l−1}(x)‖² + β)) / ‖f(x)‖, with h and f evaluated on the data. One
     layer without bias gives `lipschitz_linear` exactly.

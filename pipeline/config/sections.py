@@ -49,14 +49,16 @@ class _Axes(Section):
 
 # The grid axes come from one place, pipeline.grid.GridPoint: one non-empty list per axis.
 GridConfig = create_model(  # type: ignore[call-overload]
-    "GridConfig", __base__=_Axes, __doc__="Axes of the benchmark grid; every combination is one cell.",
+    "GridConfig", __base__=_Axes,
+    __doc__="Axes of the benchmark grid; every combination is one cell.",
     __validators__={"_listify": field_validator("*", mode="before")(_as_list)},
     **{name: (list[hint], Field(min_length=1))  # type: ignore[valid-type]
        for name, hint in get_type_hints(GridPoint).items()})
 
 
 class TrainConfig(Section):
-    epochs: int = Field(ge=0, description="0: export the initial (or frozen pretrained) encoder only")
+    epochs: int = Field(ge=0,
+                        description="0: export the initial (or frozen pretrained) encoder only")
     lr: float = Field(gt=0.0)
     optimizer: Literal["adam", "sgd"]
     negatives: Literal["independent", "in_batch"] = Field(

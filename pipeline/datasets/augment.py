@@ -38,7 +38,9 @@ Correlation = Annotated[float, Interval(ge=0, le=1)]
 
 @dataclass(frozen=True)
 class ChannelJitterOptions:
-    """SPEC.md §2's view: x' = A·x + √(1−A²)·ε, then noise, feature dropout and a log-normal scale."""
+    # the docstring is one line: it is this model's description in the params schema
+    ("SPEC.md §2's view: x' = A·x + √(1−A²)·ε, then noise, feature dropout and a log-normal "
+     "scale.")
 
     a: Correlation = option(0.6, "the channel correlation A, in [0, 1]")
     noise_std: Annotated[float, Ge(0)] = option(0.2, "std of the additive noise per view")
@@ -81,7 +83,8 @@ class ImageViewOptions:
     nothing: brightness and contrast are their intensity jitter (see :func:`image_view`)."""
 
     crop_scale: Pair = option([0.08, 1.0], "range of the crop's area fraction, [a, b] in [0.01, 1]")
-    crop_ratio: Pair = option([0.75, 4 / 3], "range of the crop's aspect ratio, [a, b] in [0.1, 10]")
+    crop_ratio: Pair = option([0.75, 4 / 3],
+                              "range of the crop's aspect ratio, [a, b] in [0.1, 10]")
     hflip: bool = option(False, "mirror horizontally with probability 1/2")
     jitter_prob: Probability = option(0.8, "probability that an image gets the colour jitter")
     brightness: Strength = option(0.4, "x·U(1 − b, 1 + b)")

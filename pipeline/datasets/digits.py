@@ -1,4 +1,5 @@
-"""sklearn's 8×8 digits: the only module here that imports sklearn (lazily; its data ships with it)."""
+"""sklearn's 8×8 digits: the only module here that imports sklearn (lazily; its data ships
+with it)."""
 
 from __future__ import annotations
 

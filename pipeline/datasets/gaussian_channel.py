@@ -2,7 +2,8 @@
 
 x ~ N(0, I_p); the positive view is x' = A_c·x + √(1−A_c²)·ε, ε ~ N(0, I_p), with no jitter, so
 (x, x') is jointly Gaussian with per-coordinate correlation A_c and both marginals N(0, I_p).
-The density ratio of SPEC.md §3/§4 is r(x, x') = dM(x,·)/dπ (x') = N(x'; A_c x, (1−A_c²) I) / N(x'; 0, I).
+The density ratio of SPEC.md §3/§4 is
+r(x, x') = dM(x,·)/dπ (x') = N(x'; A_c x, (1−A_c²) I) / N(x'; 0, I).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pipeline.datasets.synthetic import Dataset
 
 
 def gaussian_channel_dataset(input_dim: int, n_train: int, n_heldout: int, seed: int) -> Dataset:
-    """N(0, I_p) inputs, float32 ``(N, p)``, no labels; the channel is applied as the augmentation."""
+    """N(0, I_p) inputs, float32 ``(N, p)``, no labels; the channel is applied as the
+    augmentation."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n_train + n_heldout, input_dim)).astype(np.float32)
     return Dataset("gaussian_channel", x_train=x[:n_train], x_heldout=x[n_train:])

@@ -88,12 +88,14 @@ LocalPath = Annotated[str, Len(1)]
 
 @dataclass(frozen=True)
 class MnistOptions:
-    path: LocalPath = option("../shared/data/mnist", "folder of the IDX files (t10k-images-idx3-ubyte, ...)")
+    path: LocalPath = option("../shared/data/mnist",
+                             "folder of the IDX files (t10k-images-idx3-ubyte, ...)")
 
 
 @dataclass(frozen=True)
 class Cifar10Options:
-    path: LocalPath = option("../shared/data/cifar-10-batches-py", "the extracted python version of CIFAR-10")
+    path: LocalPath = option("../shared/data/cifar-10-batches-py",
+                             "the extracted python version of CIFAR-10")
 
 
 DATASETS: dict[str, DatasetSpec] = {

@@ -16,7 +16,8 @@ from pipeline.datasets.synthetic import Dataset
 def gaussian_mixture_dataset(input_dim: int, n_train: int, n_heldout: int, seed: int,
                              components: int = 25, mean_std: float = 1.0,
                              component_std: float = 0.5) -> Dataset:
-    """x = μ_y + component_std·η, y ~ Uniform{0..K−1}: x ``(N, D)`` float32, labels y ``(N,)`` int64."""
+    """x = μ_y + component_std·η, y ~ Uniform{0..K−1}: x ``(N, D)`` float32, labels y ``(N,)``
+    int64."""
     rng = np.random.default_rng(seed)
     means = rng.normal(0.0, mean_std, size=(components, input_dim))
     n = n_train + n_heldout

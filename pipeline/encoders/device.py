@@ -55,9 +55,10 @@ def pick_device(prefer: str = "auto") -> torch.device:
         return torch.device("cpu")
     if prefer.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise DeviceUnavailableError(f"device = {prefer!r}: CUDA is not available here ({_no_cuda_why()}); "
-                             "allowed: 'auto' (falls back to the CPU), 'cpu', or run the cell on "
-                             "a node with a GPU (compute.num_gpus > 0)")
+            raise DeviceUnavailableError(
+                f"device = {prefer!r}: CUDA is not available here ({_no_cuda_why()}); "
+                "allowed: 'auto' (falls back to the CPU), 'cpu', or run the cell on "
+                "a node with a GPU (compute.num_gpus > 0)")
         return torch.device(prefer)
     raise ValueError(f"device = {prefer!r}: allowed: 'auto', 'cpu', 'cuda', 'cuda:N'")
 
@@ -92,13 +93,15 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def autocast_context(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:
+def autocast_context(device: torch.device,
+                     precision: str) -> contextlib.AbstractContextManager[Any]:
     """``torch.autocast(device.type, bfloat16)`` for ``precision == 'bfloat16'``, else a no-op."""
     if precision == "bfloat16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     if precision != "float32":
-        raise ValueError(f"train.precision = {precision!r}: allowed: {list(PRECISIONS)} (or 'auto', "
-                         "resolved by resolve_compute_mode)")
+        raise ValueError(
+            f"train.precision = {precision!r}: allowed: {list(PRECISIONS)} (or 'auto', "
+            "resolved by resolve_compute_mode)")
     return contextlib.nullcontext()
 
 
@@ -147,7 +150,8 @@ def candidates(precision: str, memory_format: str, image_input: bool,
     _check("precision", precision, PRECISIONS)
     _check("memory_format", memory_format, MEMORY_FORMATS)
     bf16_ok = device.type != "cuda" or torch.cuda.is_bf16_supported()
-    precs = [p for p in PRECISIONS if bf16_ok or p == "float32"] if precision == "auto" else [precision]
+    precs = [p for p in PRECISIONS
+             if bf16_ok or p == "float32"] if precision == "auto" else [precision]
     fmts = list(MEMORY_FORMATS) if memory_format == "auto" else [memory_format]
     if not image_input:
         fmts = ["contiguous"]

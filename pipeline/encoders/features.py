@@ -46,7 +46,8 @@ class EncoderSplit:
     def backbone_trains(self) -> bool:
         """The backbone has trainable parameters. A frozen pretrained tower has none: its
         features are the same in every cell and at every epoch."""
-        return self.backbone is not None and any(p.requires_grad for p in self.backbone.parameters())
+        return self.backbone is not None and any(p.requires_grad
+                                                 for p in self.backbone.parameters())
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -78,7 +79,8 @@ def _layers(model: nn.Module, arch: str) -> tuple[list[nn.Module], nn.Module]:
         return [], model
     if isinstance(model, nn.Sequential):
         mods = list(model)
-        if len(mods) == 2 and isinstance(mods[0], nn.Flatten) and not isinstance(mods[1], nn.Flatten):
+        if len(mods) == 2 and isinstance(mods[0], nn.Flatten) and not isinstance(
+                mods[1], nn.Flatten):
             lead, last = _layers(mods[1], arch)
             return [mods[0], *lead], last
         if mods and isinstance(mods[-1], nn.Linear):

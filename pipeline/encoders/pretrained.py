@@ -126,9 +126,10 @@ def _image_channels(input_shape: tuple[int, ...], channels: int, arch: str) -> N
                          f"with C = 1 or {channels}")
 
 
-CLIP_HOWTO = ("on a machine with internet run `model, _, _ = open_clip.create_model_and_transforms("
-              "'<model>', pretrained='<tag>')` then `torch.save(model.state_dict(), path)` and copy "
-              "the file here (for OpenAI weights also set quick_gelu: true)")
+CLIP_HOWTO = (
+    "on a machine with internet run `model, _, _ = open_clip.create_model_and_transforms("
+    "'<model>', pretrained='<tag>')` then `torch.save(model.state_dict(), path)` and copy "
+    "the file here (for OpenAI weights also set quick_gelu: true)")
 DINO_HOWTO = ("on a machine with internet run `m = timm.create_model('<model>', pretrained=True, "
               "num_classes=0)` then `torch.save(m.state_dict(), path)`, or save the state dict of "
               "torch.hub.load('facebookresearch/dino:main', 'dino_vits16'), and copy the file here")
@@ -136,7 +137,8 @@ DINO_HOWTO = ("on a machine with internet run `m = timm.create_model('<model>', 
 
 def clip_model_config(model: str) -> dict[str, Any]:
     """An open_clip model config: a built-in name (``open_clip.list_models()``) or a local .json
-    (either the config itself or an open_clip ``open_clip_config.json`` with a ``model_cfg`` key)."""
+    (either the config itself or an open_clip ``open_clip_config.json`` with a ``model_cfg``
+    key)."""
     import open_clip
 
     if model.endswith(".json"):

@@ -55,13 +55,15 @@ class LinearOptions:
 
 @dataclass(frozen=True)
 class MlpOptions:
-    hidden: Annotated[list[Annotated[int, Gt(0)]], Len(1)] = option([128], "widths of the hidden layers")
+    hidden: Annotated[list[Annotated[int, Gt(0)]], Len(1)] = option(
+        [128], "widths of the hidden layers")
     bias: bool = option(True, "biases in every layer")
 
 
 @dataclass(frozen=True)
 class ResnetOptions:
-    small_stem: bool = option(True, "3×3 stride-1 first convolution and no max-pool (8–32 px images)")
+    small_stem: bool = option(
+        True, "3×3 stride-1 first convolution and no max-pool (8–32 px images)")
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ class PretrainedOptions:
 
     weights: str | None = option(REQUIRED, "path to the local weights file (nothing is "
                                            "downloaded)")
-    head: Literal["linear", "none"] = option("linear", "a trained linear head to embed_dim, or none")
+    head: Literal["linear", "none"] = option(
+        "linear", "a trained linear head to embed_dim, or none")
     freeze: bool = option(True, "keep the pretrained tower fixed")
     normalize: bool = option(True, "apply the model's input mean/std")
 
@@ -89,7 +92,8 @@ class ClipOptions(PretrainedOptions):
 
 @dataclass(frozen=True)
 class DinoOptions(PretrainedOptions):
-    model: Annotated[str, Len(1)] = option("vit_small_patch16_224.dino", "a timm model name (with tag)")
+    model: Annotated[str, Len(1)] = option(
+        "vit_small_patch16_224.dino", "a timm model name (with tag)")
     model_kwargs: dict[str, Any] = option({}, "extra keyword arguments of timm.create_model")
 
 
@@ -115,7 +119,8 @@ def _spec(arch: str) -> EncoderSpec:
 def resolve_encoder_options(arch: str, given: Mapping[str, Any] | None,
                             where: str | None = None) -> dict[str, Any]:
     """Every option of ``arch``: defaults overlaid with ``given`` (values are validated by the
-    params schema, ``pipeline.config``); errors name ``where.key`` (default ``arch_options.<arch>``)."""
+    params schema, ``pipeline.config``); errors name ``where.key`` (default
+    ``arch_options.<arch>``)."""
     return fill(_spec(arch).options, given, where or f"arch_options.{arch}")
 
 

@@ -54,8 +54,9 @@ def optimise_free_embeddings(
     """Optimise one free vector per sample (normalised in the loss) with Adam, full batch.
 
     class_counts: samples per class, e.g. ``(40, 10, 5, 5)``; d: embedding dimension (≥ C − 1
-    for a simplex); eps: Soft SupCon's other-class weight, by default :func:`simplex_eps`. Initial vectors are N(0, I) from a
-    generator seeded with ``seed``. Returns the ``(C, C)`` class-mean cosine matrix (float64).
+    for a simplex); eps: Soft SupCon's other-class weight, by default :func:`simplex_eps`.
+    Initial vectors are N(0, I) from a generator seeded with ``seed``. Returns the ``(C, C)``
+    class-mean cosine matrix (float64).
     """
     if loss_name not in GEOMETRY_LOSSES:
         raise ValueError(f"loss_name = {loss_name!r}: allowed {' | '.join(GEOMETRY_LOSSES)}")

@@ -26,7 +26,8 @@ Count = Annotated[int, Ge(0)]
 class SyncoOptions:
     """``loss_options.synco`` (SPEC.md §1 table: the six synthetic types and their counts)."""
 
-    hardest: Annotated[int, Ge(1)] = option(1024, "synthetic negatives come from this many hardest queue entries")
+    hardest: Annotated[int, Ge(1)] = option(
+        1024, "synthetic negatives come from this many hardest queue entries")
     n_interpolated: Count = option(256, "α·q + (1−α)·n, α ~ U(0, alpha_max)")
     n_extrapolated: Count = option(256, "q + β·(n − q), β ~ U(1, beta_max)")
     n_mixup: Count = option(256, "γ·n_a + (1−γ)·n_b, γ ~ U(0, 1)")
@@ -41,7 +42,8 @@ class SyncoOptions:
     warmup_steps: Annotated[int, Ge(0)] = option(0, "steps before synthetic negatives are added")
     # MoCo state, read by the training loop (not by the loss): a queue of this many keys from a
     # momentum encoder updated with this coefficient; 0 = no queue, the batch's negatives stand in
-    queue_size: Annotated[int, Ge(0)] = option(0, "MoCo queue length (0: the batch's negatives stand in)")
+    queue_size: Annotated[int, Ge(0)] = option(
+        0, "MoCo queue length (0: the batch's negatives stand in)")
     momentum: Annotated[float, Interval(ge=0, le=1)] = option(0.999, "momentum of the key encoder")
 
 

@@ -29,7 +29,8 @@ class WeinceOptions:
     """``loss_options.weince`` (SPEC.md §1): the gate's constants and the Weibit's β."""
 
     beta: Literal["fixed", "fitted"] = option(
-        "fixed", "fixed: β = 1 in the logits (the official code); fitted: the paper's Weibull slope")
+        "fixed",
+        "fixed: β = 1 in the logits (the official code); fitted: the paper's Weibull slope")
     kappa_rho: Annotated[float, Gt(0)] = option(10.0, "κ_ρ: sharpness of the endpoint gate")
     kappa_aic: Annotated[float, Gt(0)] = option(1.0, "κ_AIC: sharpness of the tail-model gate")
     margin_aic: float = option(2.0, "m_AIC: the ΔAIC at which the tail gate is one half")

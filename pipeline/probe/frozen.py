@@ -41,7 +41,8 @@ class ProbeSettings:
 def _scores(train: np.ndarray, y_train: np.ndarray, test: np.ndarray, y_test: np.ndarray,
             s: ProbeSettings, rng: np.random.Generator,
             device: torch.device | None) -> dict[str, Any]:
-    """One row of scores: ``linear_probe`` (+ _lo, _hi, _c) and ``weighted_knn_<k>`` (+ _lo, _hi)."""
+    """One row of scores: ``linear_probe`` (+ _lo, _hi, _c) and ``weighted_knn_<k>`` (+ _lo,
+    _hi)."""
     probe = linear_probe(train, y_train, test, y_test, s.c_grid, s.val_fraction, rng,
                          level=s.level, device=device)
     row: dict[str, Any] = {"linear_probe": probe.accuracy, "linear_probe_lo": probe.ci.low,

@@ -21,11 +21,12 @@ Protocol of :func:`linear_probe`:
 
 Numerics: the features (the n × d matmuls) are in ``dtype`` (float32 by default, float64 for
 tight comparisons) on ``device``; the parameters, the L-BFGS state and the loss sum are
-float64 (the gradient's matmul runs in ``dtype``, its result is float64). Stopping: max |∂objective| <= ``tol`` (scikit-learn's ``tol``, which
-scipy's L-BFGS-B applies the same way as ``gtol``), or ``max_iter`` iterations (CLIP's 1000),
-or a change of the loss or of the step below 1e-12 for float32 features (64·eps for float64:
-scipy's ftol), where float loss differences stop meaning anything. Predicted class: the argmax of
-the logits, ties to the smallest class id.
+float64 (the gradient's matmul runs in ``dtype``, its result is float64). Stopping:
+max |∂objective| <= ``tol`` (scikit-learn's ``tol``, which scipy's L-BFGS-B applies the same
+way as ``gtol``), or ``max_iter`` iterations (CLIP's 1000), or a change of the loss or of the
+step below 1e-12 for float32 features (64·eps for float64: scipy's ftol), where float loss
+differences stop meaning anything. Predicted class: the argmax of the logits, ties to the
+smallest class id.
 
 Resolution of the sweep: C's penalty contributes W/(Cn) to the gradient. Once that is below
 ``tol`` (C·n >~ ‖W‖/tol: with n = 40 000 and tol = 1e-4, C >~ 1), a fit warm-started from the

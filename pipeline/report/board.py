@@ -149,7 +149,8 @@ def _sorted(table: pd.DataFrame, primary: Metric | None, keys: list[str]) -> pd.
 def _provenance(cells: pd.DataFrame) -> tuple[tuple[str, str], ...]:
     out = []
     for label, col in RUN_PROVENANCE:
-        values = [str(v) for v in dict.fromkeys(cells[col].dropna()) if str(v)] if col in cells else []
+        values = ([str(v) for v in dict.fromkeys(cells[col].dropna()) if str(v)]
+                  if col in cells else [])
         if col == "source" and values:  # merged runs: every table named once
             values = list(dict.fromkeys(p for v in values for p in v.split(";")))
             values = [", ".join(values)] if len(values) <= 4 else values
@@ -257,7 +258,8 @@ def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",
     tiers: (axis, value → tier, the notes that say what the tiers are) from
     :mod:`pipeline.report.ranks`; the table gets a ``tier`` column.
     """
-    group_by = _unique([a for a in cfg.group_by if a in cells] + [c for c in split_by if c in cells])
+    group_by = _unique([a for a in cfg.group_by if a in cells]
+                       + [c for c in split_by if c in cells])
     headline = [lookup(m) for m in _numeric(cells, cfg.columns)]
     details = [lookup(m) for m in _numeric(cells, cfg.metrics)]
     deltas = [f"delta_{m.name}" for m in headline if is_metric(f"delta_{m.name}")]

@@ -85,7 +85,8 @@ def compare_to_baseline(board: pd.DataFrame, baseline: str = "infonce", axis: st
                   else [((), matched)] if len(matched) else [])
         for key, part in groups:
             key = key if isinstance(key, tuple) else (key,)
-            head = {axis: variant, **dict(zip(setting_cols, key, strict=True)), "baseline": baseline}
+            head = {axis: variant, **dict(zip(setting_cols, key, strict=True)),
+                    "baseline": baseline}
             for m in metrics:
                 res = paired(part[f"{m}__v"].to_numpy(float), part[f"{m}__b"].to_numpy(float),
                              level, alpha)

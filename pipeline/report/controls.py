@@ -41,7 +41,8 @@ def difference_interval(est_t: float, lo_t: float, hi_t: float, est_c: float, lo
     return diff, diff - z * se, diff + z * se
 
 
-def control_columns(trained: pd.DataFrame, control: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+def control_columns(trained: pd.DataFrame, control: pd.DataFrame,
+                    level: float = 0.95) -> pd.DataFrame:
     """Per cell: ``control_<s>`` and ``delta_<s>``, each with ``_lo``/``_hi``, and ``changed_<s>``.
 
     trained, control: stats rows (one per cell_id) of the raw representation with ``<s>``,
@@ -109,6 +110,6 @@ def control_summary(board: pd.DataFrame, level: float = 0.95) -> list[str]:
         known = board[col].dropna()
         if len(known):
             lines.append(f"{s}: changed by training in {int(known.astype(bool).sum())} of "
-                         f"{len(known)} cells ({level:.0%} interval of trained − untrained excludes 0); "
-                         f"not changed in {int((~known.astype(bool)).sum())}.")
+                         f"{len(known)} cells ({level:.0%} interval of trained − untrained "
+                         f"excludes 0); not changed in {int((~known.astype(bool)).sum())}.")
     return lines

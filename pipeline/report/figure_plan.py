@@ -150,7 +150,8 @@ def pass_rate_panels(stats: pd.DataFrame, hue: Sequence[str] = ("loss",),
     return ErrorBars(tuple(hue), tuple(Panel(None, tuple(s)) for s in sets.values()))
 
 
-def hue_axes(cells: pd.DataFrame, candidates: Sequence[str], limit: int = MAX_LINES) -> tuple[str, ...]:
+def hue_axes(cells: pd.DataFrame, candidates: Sequence[str],
+             limit: int = MAX_LINES) -> tuple[str, ...]:
     """The candidate axes that vary, taken in order while their value combinations stay within
     ``limit`` lines (the first varying one always, so a figure tells its variants apart)."""
     chosen: list[str] = []

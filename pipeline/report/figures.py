@@ -45,7 +45,8 @@ def _ylabel(metric: str) -> str:
     if not is_metric(metric):
         return metric
     m = lookup(metric)
-    return f"{m.label} (fraction)" if m.unit == "%" else m.label + (f" ({m.unit})" if m.unit else "")
+    return (f"{m.label} (fraction)" if m.unit == "%"
+            else m.label + (f" ({m.unit})" if m.unit else ""))
 
 
 @dataclass(frozen=True)

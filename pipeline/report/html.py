@@ -88,7 +88,8 @@ _JS = """
       return dir === "desc" ? -c : c;
     });
     rows.forEach(function (r) { table.appendChild(r); });
-    heads.forEach(function (h) { if (h.hasAttribute("data-key")) { h.setAttribute("aria-sort", "none"); } });
+    heads.forEach(function (h) { if (h.hasAttribute("data-key")) { \
+h.setAttribute("aria-sort", "none"); } });
     heads[i].setAttribute("aria-sort", dir === "desc" ? "descending" : "ascending");
     state.key = name; state.dir = dir;
     return true;
@@ -187,7 +188,8 @@ def _row(board: Board, i: int) -> str:
                    f"{escape(board.tier_text(i))}</td>")
     for a in board.axes:
         cls = "" if board.is_text(a) else ' class="num"'
-        tds.append(f'<td{cls} data-v="{escape(_num(row[a]) if not board.is_text(a) else str(row[a]))}">'
+        tds.append(f'<td{cls} data-v="'
+                   f'{escape(_num(row[a]) if not board.is_text(a) else str(row[a]))}">'
                    f"{escape(fmt_value(row[a]))}</td>")
     for m in board.columns:
         e = entry(row, m)

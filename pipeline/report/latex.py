@@ -62,7 +62,8 @@ def _cell(e: Entry) -> str:
     second = " ".join(p for p in (f"±{e.half}" if e.half else "", e.control) if p)
     if not second:
         return value
-    return rf"\begin{{tabular}}[t]{{@{{}}r@{{}}}}{value}\\{{\scriptsize {escape(second)}}}\end{{tabular}}"
+    return (rf"\begin{{tabular}}[t]{{@{{}}r@{{}}}}{value}\\"
+            rf"{{\scriptsize {escape(second)}}}\end{{tabular}}")
 
 
 def tabular(board: Board) -> str:

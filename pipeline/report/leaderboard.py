@@ -52,7 +52,8 @@ def _layer_columns(board: pd.DataFrame, stats: pd.DataFrame, final_epoch: int, l
     (``<layer>control_``, ``delta_``, ``changed_``) from epoch 0."""
     final = stats[stats.epoch == final_epoch] if len(stats) else stats
     for rep, prefix in REPRESENTATION_PREFIX.items():
-        part = final[final.representation == rep] if len(final) else pd.DataFrame(columns=["cell_id"])
+        part = (final[final.representation == rep] if len(final)
+                else pd.DataFrame(columns=["cell_id"]))
         if (rep != "raw" or layer_prefix) and part.empty:
             continue
         cols = _stat_columns(part)

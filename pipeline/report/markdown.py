@@ -101,7 +101,8 @@ def cells_table(cells: pd.DataFrame, columns: Sequence[str]) -> str:
         text += "\nIntervals of one cell: " + "; ".join(units) + ".\n"
     if "status" in cells:
         failed = cells[cells.status != "ok"]
-        notes = [f"- {ROW_MARK} `{r.cell_id}`: {_first_line(r.reason)}" for r in failed.itertuples()]
+        notes = [f"- {ROW_MARK} `{r.cell_id}`: {_first_line(r.reason)}"
+                 for r in failed.itertuples()]
         if notes:
             text += "\nFailed cells:\n\n" + "\n".join(notes) + "\n"
     return text

@@ -21,9 +21,9 @@ def _band(ax: plt.Axes, part: pd.DataFrame, color: str, label: str, z: float) ->
 
 
 def plot(law: OneOverK) -> Drawing:
-    """Left: k·(CE − R_k) with its band at ``level`` against Proposition 1's bounds times k. Right: the
-    same, zoomed, against the 1/k expansion c₁ + c₂/k + c₃/k² (dashed) and its limit c₁ (dotted).
-    The slope's fit range starts at the dotted vertical line."""
+    """Left: k·(CE − R_k) with its band at ``level`` against Proposition 1's bounds times k.
+    Right: the same, zoomed, against the 1/k expansion c₁ + c₂/k + c₃/k² (dashed) and its limit
+    c₁ (dotted). The slope's fit range starts at the dotted vertical line."""
     rows, summary, level = law.rows, law.fits, law.level
     fig, (full, zoom) = plt.subplots(1, 2, figsize=(12, 5.6), layout="constrained")
     window = rows.sort_values("k").drop_duplicates("k")

@@ -1,6 +1,7 @@
 """``paper_tables.md``: Betser et al. (2026), Table 1, beside this run's cells, written from the
-values of :func:`pipeline.report.papers.side_by_side` (:class:`~pipeline.report.papers.PaperTables`).
-Formats only: every number and verdict comes computed."""
+values of :func:`pipeline.report.papers.side_by_side`
+(:class:`~pipeline.report.papers.PaperTables`). Formats only: every number and verdict comes
+computed."""
 
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ def check_columns(board: pd.DataFrame, columns: Sequence[str], name: str,
         allowed = [c for c in allowed if c in board and pd.api.types.is_numeric_dtype(board[c])]
     for col in columns:
         if col not in allowed:
-            raise ValueError(f"{name}: unknown column {col!r}; allowed: {', '.join(map(str, allowed))}")
+            raise ValueError(f"{name}: unknown column {col!r}; "
+                             f"allowed: {', '.join(map(str, allowed))}")
 
 
 def plain(value: object) -> object:

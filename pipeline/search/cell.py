@@ -111,7 +111,8 @@ def _sweep_rows(cell: Cell, encoder: str, sweep: CRNSweep, rows: list[CRNRow],
                 cfg: SearchSettings) -> list[dict[str, Any]]:
     coefs = dict(zip(("c1", "c2", "c3"), map(float, sweep.coef), strict=True))
     return [{"cell_id": cell.cell_id, "encoder": encoder,
-             **{**asdict(r), "gap_cov": list(r.gap_cov), "gap_leading_cov": list(r.gap_leading_cov)},
+             **{**asdict(r), "gap_cov": list(r.gap_cov),
+                "gap_leading_cov": list(r.gap_leading_cov)},
              **coefs, "c1_se": float(math.sqrt(sweep.coef_cov[0, 0])),
              "fit_k_min": cfg.fit_k_min, "fit_k_max": cfg.fit_k_max, "n_anchors": sweep.n,
              "n_positives": sweep.positives, "pool": sweep.pool} for r in rows]

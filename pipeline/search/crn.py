@@ -4,8 +4,8 @@ Whiteley (2026), arXiv 2607.09405, Proposition 1 bounds the gap CE − R(φ; k, 
 −log(1 + e^{2/τ}/k) and (e^{2/τ} − 1)²/(8k) (SPEC.md §3). This module estimates that gap, for every
 k of a sweep at once, with a standard error small enough to resolve it up to k = 512.
 
-The identity. Write E(z, ζ) = exp(s(z, ζ)/τ), μ(z) = E_{ζ~π} E(z, ζ) and, for a tuple (z, p, n_1..n_k),
-S_k = (1/k) Σ_j E(z, n_j). Since ℓ = log(e^{s(z,p)/τ} + k S_k) − s(z,p)/τ and
+The identity. Write E(z, ζ) = exp(s(z, ζ)/τ), μ(z) = E_{ζ~π} E(z, ζ) and, for a tuple
+(z, p, n_1..n_k), S_k = (1/k) Σ_j E(z, n_j). Since ℓ = log(e^{s(z,p)/τ} + k S_k) − s(z,p)/τ and
 CE(z) = −(1/τ) E s(z, p) + log μ(z), the positive's linear term cancels *identically*:
 
     CE − R_k = E_z E[ log μ(z) − log(e^{s(z,p)/τ}/k + S_k) ]                         (1)
@@ -15,8 +15,9 @@ CE(z) = −(1/τ) E s(z, p) + log μ(z), the positive's linear term cancels *ide
 This is exactly Proposition 1's quantity, CE − R(φ; k, τ) with R the population risk E ℓ − log k,
 and it needs neither CE's positive term (the cancellation is algebraic, not Monte Carlo) nor a
 separate estimate of CE: only log μ(z), the positives and the negatives. (CE itself has no closed
-form even on the Gaussian channel — φ(x) = Wx/‖Wx‖ is angular-central-Gaussian — but the gap does not
-need it; what the Gaussian channel does give is π itself, so the pool can be drawn fresh.)
+form even on the Gaussian channel — φ(x) = Wx/‖Wx‖ is angular-central-Gaussian — but the gap
+does not need it; what the Gaussian channel does give is π itself, so the pool can be drawn
+fresh.)
 
 The control variate. E[ε̄_k | z] = 0 exactly, and ε̄_k is the leading random part of δ_k (its
 variance is σ²(z)/k, σ² = Var_π V), so the per-anchor estimate
@@ -160,7 +161,8 @@ def _check_ks(ks: Sequence[int], k_max: int) -> tuple[int, ...]:
     for i, k in enumerate(ks):
         if not (isinstance(k, int | np.integer) and 1 <= k <= k_max):
             raise ValueError(
-                f"ks[{i}] = {k!r}: must be an integer in [1, {k_max}] (neg_index has {k_max} columns)"
+                f"ks[{i}] = {k!r}: must be an integer in [1, {k_max}] "
+                f"(neg_index has {k_max} columns)"
             )
         out.append(int(k))
     if not out or len(set(out)) != len(out):
@@ -173,9 +175,11 @@ def _inputs(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     a = normalize_rows(as_tensor(z_anchor, dtype, "z_anchor"), "z_anchor")
     pos = as_tensor(z_pos, dtype, "z_pos").to(a.device)
-    if pos.ndim != 3 or pos.shape[0] != a.shape[0] or pos.shape[2] != a.shape[1] or pos.shape[1] < 1:
+    if (pos.ndim != 3 or pos.shape[0] != a.shape[0] or pos.shape[2] != a.shape[1]
+            or pos.shape[1] < 1):
         raise ValueError(
-            f"z_pos.shape = {tuple(pos.shape)}: expected (N, P, d) = ({a.shape[0]}, P >= 1, {a.shape[1]})"
+            f"z_pos.shape = {tuple(pos.shape)}: expected (N, P, d) = "
+            f"({a.shape[0]}, P >= 1, {a.shape[1]})"
         )
     n, p_count, d = pos.shape
     pos = normalize_rows(pos.reshape(n * p_count, d), "z_pos").reshape(n, p_count, d)
@@ -185,7 +189,8 @@ def _inputs(
     idx = torch.as_tensor(np.asarray(neg_index))
     if idx.dtype.is_floating_point or idx.dtype == torch.bool or idx.ndim != 2 or idx.shape[0] != n:
         raise ValueError(
-            f"neg_index: shape {tuple(idx.shape)}, dtype {idx.dtype}: expected integers (N, k_max), N = {n}"
+            f"neg_index: shape {tuple(idx.shape)}, dtype {idx.dtype}: "
+            f"expected integers (N, k_max), N = {n}"
         )
     if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= pool.shape[0]):
         raise ValueError(
@@ -219,7 +224,8 @@ def _pool_log_moments(a: Tensor, pool: Tensor, cols: int, tau: float, orders: in
             for j in range(orders):
                 out[j] = torch.logaddexp(out[j], torch.logsumexp((j + 1) * st, dim=1))
     if fast:
-        out = out.log_() + torch.arange(1, orders + 1, dtype=a.dtype, device=a.device)[:, None] / tau
+        out = out.log_() + torch.arange(1, orders + 1, dtype=a.dtype,
+                                        device=a.device)[:, None] / tau
     return out - math.log(pool.shape[0])
 
 
@@ -266,9 +272,9 @@ def _expansion_terms(q: Tensor, ev: Tensor) -> tuple[Tensor, Tensor]:
 
 def _pool_influence(a: Tensor, pool: Tensor, log_mu: Tensor, c1: Tensor, c_hi: Tensor | None,
                     cols: int) -> Tensor:
-    """``(M, q)`` b_l = Σ_i V_il c1_iq, plus Σ_i Σ_j V_il^{j+2} c_hi[j] in the last ``c_hi.shape[2]``
-    columns: each pool point's influence up to a constant (which cancels in its variance over l).
-    c_hi: ``(J, N, h)`` or None."""
+    """``(M, q)`` b_l = Σ_i V_il c1_iq, plus Σ_i Σ_j V_il^{j+2} c_hi[j] in the last
+    ``c_hi.shape[2]`` columns: each pool point's influence up to a constant (which cancels in its
+    variance over l). c_hi: ``(J, N, h)`` or None."""
     out = a.new_empty((pool.shape[0], c1.shape[1]))
     for c0 in range(0, pool.shape[0], cols):
         v = torch.exp(a @ pool[c0:c0 + cols].T - log_mu[:, None])
@@ -301,10 +307,10 @@ def crn_gap_sweep(
 ) -> CRNSweep:
     """CE − R(φ; k, τ) for every k in ``ks`` with its covariance across k (module docstring).
 
-    z_anchor ``(N, d)``: anchors z_i ~ π; z_pos ``(N, P, d)``: P positives per anchor, z' ~ M(z_i, ·);
-    z_pool ``(M, d)``: the pool ζ_l ~ π, shared by all anchors, for log μ̂ and as the source of the
-    negatives; neg_index ``(N, k_max)``: pool indices of each anchor's nested negatives (see
-    `nested_negatives`), k_max ≥ max(ks). Embeddings are L2-normalised inside.
+    z_anchor ``(N, d)``: anchors z_i ~ π; z_pos ``(N, P, d)``: P positives per anchor,
+    z' ~ M(z_i, ·); z_pool ``(M, d)``: the pool ζ_l ~ π, shared by all anchors, for log μ̂ and as
+    the source of the negatives; neg_index ``(N, k_max)``: pool indices of each anchor's nested
+    negatives (see `nested_negatives`), k_max ≥ max(ks). Embeddings are L2-normalised inside.
 
     The gap estimate is the mean over anchors of Eq. (2); R_k = mean of mean_p ℓ − log k and
     CE = mean of (log μ̂ − mean_p s_p/τ) on the same draws (so CE − R_k is also their plain
@@ -323,7 +329,8 @@ def crn_gap_sweep(
     n, p_count, _ = pos.shape
     m = pool.shape[0]
     if n < 2:
-        raise ValueError(f"z_anchor has {n} rows: at least 2 anchors are needed for a standard error")
+        raise ValueError(f"z_anchor has {n} rows: at least 2 anchors are needed for a "
+                         "standard error")
     a = a / tau
     cols = max(1, block_elems // n)
     orders = _MOMENTS if 2.0 * _MOMENTS / tau < _EXP_SAFE else 1  # V⁴ ≤ e^{8/τ}

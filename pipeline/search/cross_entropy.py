@@ -153,7 +153,8 @@ def similarity_search_cross_entropy(
 ) -> SearchCE:
     """CE_m averaged over anchors (Eq. 9 of arXiv 2607.09405; SPEC.md §3).
 
-        CE_m(z) = −(1/τ) Σ_i w_i s(z,ξ_i) / Σ_i w_i + log((1/m) Σ_i exp(s(z,ξ_i)/τ)),  w_i = r(z,ξ_i)
+        CE_m(z) = −(1/τ) Σ_i w_i s(z,ξ_i) / Σ_i w_i + log((1/m) Σ_i exp(s(z,ξ_i)/τ)),
+        w_i = r(z,ξ_i)
 
     z: ``(N, d)`` anchor embeddings; pool: ``(m, d)`` embeddings of the unseen points ξ; both
     L2-normalised inside. log_ratio: ``(N, m)`` log r(x_j, ξ_l), or a callable giving tiles of it

@@ -1,7 +1,8 @@
 """Softmax search kernels on m unseen points, and the blocked-computation helpers (SPEC.md §3).
 
 Whiteley (2026), arXiv 2607.09405, §3: the softmax search kernel Q(z, dz') ∝ exp(s(z,z')/τ) π(dz')
-and, on unseen points ξ_1..ξ_m, its empirical version Q̂(z, ξ_i) = exp(s(z,ξ_i)/τ) / Σ_l exp(s(z,ξ_l)/τ);
+and, on unseen points ξ_1..ξ_m, its empirical version
+Q̂(z, ξ_i) = exp(s(z,ξ_i)/τ) / Σ_l exp(s(z,ξ_l)/τ);
 the idealised kernel M̂(z, ξ_i) = r(z,ξ_i) / Σ_l r(z,ξ_l) when the density ratio r is known.
 All kernels are computed in log space (log-sum-exp), never exp-then-log.
 """
@@ -27,7 +28,8 @@ def check_tau(tau: float, name: str = "tau") -> float:
 
     The library's one check of a temperature (search, the k-sweep, Theorem 1's terms).
     """
-    if isinstance(tau, bool) or not (isinstance(tau, int | float) and math.isfinite(tau) and tau > 0):
+    if isinstance(tau, bool) or not (isinstance(tau, int | float) and math.isfinite(tau)
+                                     and tau > 0):
         raise ValueError(f"{name} = {tau!r}: temperature must be a finite number > 0")
     return float(tau)
 
@@ -38,7 +40,8 @@ def check_block(block: int) -> None:
 
 
 def as_tensor(x: Any, dtype: torch.dtype, name: str) -> Tensor:
-    """``x`` (numpy array, torch tensor or nested list) as a detached CPU/GPU tensor of ``dtype``."""
+    """``x`` (numpy array, torch tensor or nested list) as a detached CPU/GPU tensor of
+    ``dtype``."""
     t = x.detach() if isinstance(x, Tensor) else torch.as_tensor(np.asarray(x))
     if t.dtype.is_complex or t.dtype == torch.bool:
         raise ValueError(f"{name}.dtype = {t.dtype}: expected a real floating-point array")
@@ -90,7 +93,8 @@ def ratio_tiles(
             raise ValueError(f"log_ratio.shape = {tuple(full.shape)}: expected (N, m) = ({n}, {m})")
         return lambda rows, cols: full[rows, cols]
     two = _positional_arity(log_ratio) == 2
-    local = threading.local()  # the cached row block, per thread (callers may run row blocks at once)
+    # the cached row block, per thread (callers may run row blocks at once)
+    local = threading.local()
 
     def tile(rows: slice, cols: slice) -> Tensor:
         want = (rows.stop - rows.start, cols.stop - cols.start)
@@ -141,7 +145,8 @@ def softmax_search_kernel(
 
 
 def idealised_search_kernel(log_ratio_rows: Any) -> np.ndarray:
-    """M̂(z_i, ξ_l) = r(z_i,ξ_l) / Σ_l' r(z_i,ξ_l') from ``(b, m)`` log r, normalised in log space."""
+    """M̂(z_i, ξ_l) = r(z_i,ξ_l) / Σ_l' r(z_i,ξ_l') from ``(b, m)`` log r, normalised in log
+    space."""
     lr = as_tensor(log_ratio_rows, torch.float64, "log_ratio_rows")
     if lr.ndim != 2:
         raise ValueError(f"log_ratio_rows.shape = {tuple(lr.shape)}: expected (b, m)")

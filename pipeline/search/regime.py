@@ -1,4 +1,5 @@
-"""When the 1/k expansion of CE − R_k may be read (SPEC §3, Proposition 1; :mod:`pipeline.search.crn`).
+"""When the 1/k expansion of CE − R_k may be read (SPEC §3, Proposition 1;
+:mod:`pipeline.search.crn`).
 
 CE − R_k = c₁/k + c₂/k² + c₃/k³ + O(1/k⁴) is an asymptotic series: over a k-range it says anything
 only where its later terms are small beside the first. The rule: over a fit range starting at

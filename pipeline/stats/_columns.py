@@ -30,7 +30,8 @@ def sample_rows(x: np.ndarray, axis: int, name: str = "x") -> tuple[np.ndarray, 
         raise ValueError(f"{name}.shape = (): expected at least one dimension")
     if not -arr.ndim <= axis < arr.ndim:
         raise ValueError(
-            f"axis = {axis}: must be in [{-arr.ndim}, {arr.ndim - 1}] for {name}.shape = {arr.shape}"
+            f"axis = {axis}: must be in [{-arr.ndim}, {arr.ndim - 1}] "
+            f"for {name}.shape = {arr.shape}"
         )
     moved = np.moveaxis(arr, axis, -1)
     out_shape = moved.shape[:-1]

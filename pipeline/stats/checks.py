@@ -39,6 +39,7 @@ def check_embeddings(z: np.ndarray, min_rows: int = 8) -> str:
         const = np.flatnonzero(np.max(arr, axis=0) == np.min(arr, axis=0))
         if const.size:
             reasons.append(
-                f"{const.size} constant coordinate(s) (zero variance) at index {_list_indices(const)}"
+                f"{const.size} constant coordinate(s) (zero variance) at index "
+                f"{_list_indices(const)}"
             )
     return "; ".join(reasons)

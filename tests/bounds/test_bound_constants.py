@@ -18,7 +18,8 @@ def test_b_tau_matches_loop(rng, tau):
     want = b_tau_loop(a, p, neg, tau)
     assert bounds.b_tau(a, p, neg, tau) == pytest.approx(want, rel=1e-12)
     assert bounds.b_tau(a, p, neg.reshape(-1, 4), tau) == pytest.approx(want, rel=1e-12)
-    assert bounds.b_tau(torch.tensor(a), torch.tensor(p), torch.tensor(neg), tau) == pytest.approx(want)
+    assert bounds.b_tau(torch.tensor(a), torch.tensor(p), torch.tensor(neg),
+                        tau) == pytest.approx(want)
 
 
 def test_b_tau_small_tau_no_overflow(rng):

@@ -141,12 +141,14 @@ class Cluster:
         start`` exited or the time is up."""
         deadline = time.monotonic() + timeout
         while self.alive_nodes() != n:
-            exited = [x.name for x in self.nodes if x.proc is not None and x.proc.poll() is not None]
+            exited = [x.name for x in self.nodes
+                      if x.proc is not None and x.proc.poll() is not None]
             if time.monotonic() > deadline or exited:
                 if not last:
                     return False
                 raise RuntimeError(f"expected {n} alive nodes, {self.alive_nodes()} are "
-                                   f"(exited: {exited}): {self.log(exited[0] if exited else 'head')}")
+                                   f"(exited: {exited}): "
+                                   f"{self.log(exited[0] if exited else 'head')}")
             time.sleep(1)
         return True
 

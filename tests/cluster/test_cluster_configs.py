@@ -173,11 +173,12 @@ def test_workers_have_an_instance_profile_for_object_storage(launcher):
         arn = t["node_config"]["IamInstanceProfile"]["Arn"]
         assert re.fullmatch(r"arn:aws:iam::\w+:instance-profile/[\w+=,.@-]+", arn), (name, arn)
     worker = {t["node_config"]["IamInstanceProfile"]["Arn"]
-              for n, t in launcher["available_node_types"].items() if n != launcher["head_node_type"]}
+              for n, t in launcher["available_node_types"].items()
+              if n != launcher["head_node_type"]}
     assert len(worker) == 1
 
 
-# --- KubeRay: the CRD's fields ---------------------------------------------------------------------
+# --- KubeRay: the CRD's fields --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def crd() -> dict[str, Any]:
@@ -185,7 +186,8 @@ def crd() -> dict[str, Any]:
 
 
 def _strict(node: Any, defs: dict[str, Any]) -> Any:
-    """The CRD schema with unknown fields refused (the API server prunes or, strict, rejects them)."""
+    """The CRD schema with unknown fields refused (the API server prunes or, strict, rejects
+    them)."""
     if isinstance(node, dict):
         if "$ref" in node:
             return _strict(defs[node["$ref"].rsplit("/", 1)[1]], defs)
@@ -346,7 +348,8 @@ def test_readme_explains_address_storage_tracking_and_the_rayjob():
                    "ray-cluster.yaml", "kuberay-raycluster.yaml", "ray down", "compute.storage",
                    "python cluster/image_tag.py --render cluster/kuberay-rayjob.yaml | "
                    "kubectl create -f -", "kuberay-common.yaml", "IamInstanceProfile",
-                   "docker build", "## Where every piece of state lives", "CBENCH_STORE=/mnt/cbench",
+                   "docker build", "## Where every piece of state lives",
+                   "CBENCH_STORE=/mnt/cbench",
                    "$CBENCH_STORE/workspace", "MLFLOW_TRACKING_URI", "contrastive-bench-mlflow",
                    "cluster/entrypoint.sh", "operator **1.2.0 or newer**", "CBENCH_STORE_SHARED=1",
                    "tests/cluster/test_simulated_cluster.py",

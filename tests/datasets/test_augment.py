@@ -72,7 +72,8 @@ def test_full_crop_without_jitter_is_identity_and_flip_mirrors():
 def test_crop_zooms_by_the_side_fraction():
     # area 1/4 at ratio 1: the crop spans half the width, so a linear ramp's slope halves
     x = _ramp()
-    out = image_view(x, torch.Generator().manual_seed(0), **{**IDENTITY, "crop_scale": (0.25, 0.25)})
+    out = image_view(x, torch.Generator().manual_seed(0),
+                     **{**IDENTITY, "crop_scale": (0.25, 0.25)})
     step_in = (x[..., 1] - x[..., 0]).mean()
     slopes = (out[..., 9:23].diff(dim=-1) / step_in)
     torch.testing.assert_close(slopes, torch.full_like(slopes, 0.5), atol=1e-9, rtol=0)
@@ -88,7 +89,8 @@ def test_image_views_are_valid_and_deterministic(name):
     assert one.shape == x.shape and one.dtype == x.dtype
     assert one.min() >= 0 and one.max() <= 1 and torch.isfinite(one).all()
     assert torch.equal(one, two) and not torch.equal(one, other)
-    assert resolve_augment_options(name, None)["hflip"] is (name == "cifar10")  # no flips for digits
+    # no flips for digits
+    assert resolve_augment_options(name, None)["hflip"] is (name == "cifar10")
 
 
 def test_views_leave_the_global_rng_alone():

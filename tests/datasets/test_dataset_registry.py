@@ -23,7 +23,8 @@ def test_every_option_has_a_default_and_a_check(name):
     spec = DATASETS[name]
     assert validate_options(spec.options, None, "data.options", name) == spec.defaults
     assert resolve_dataset_options(name, None) == spec.defaults
-    augment = validate_options(spec.augment_options, {}, "data.augment", name, spec.augment_defaults)
+    augment = validate_options(spec.augment_options, {}, "data.augment", name,
+                               spec.augment_defaults)
     assert resolve_augment_options(name, {}) == augment
     assert set(spec.augment_defaults) <= set(augment)
     assert spec.kind in ("vector", "image") and spec.labels in ("none", "class", "continuous")
@@ -63,7 +64,8 @@ def test_digits_images():
     assert ds.x_train.shape == (1000, 1, 8, 8) and ds.input_shape == (1, 8, 8)
     assert 0 <= ds.x_train.min() and ds.x_train.max() == 1.0
     assert ds.n_classes == 10 and set(np.unique(ds.y_heldout)) == set(range(10))
-    with pytest.raises(ValueError, match=r"data.n_train \+ data.n_heldout = 1000 \+ 800: digits has 1797"):
+    with pytest.raises(ValueError,
+                       match=r"data.n_train \+ data.n_heldout = 1000 \+ 800: digits has 1797"):
         load_dataset("digits", 1000, 800, seed=0)
 
 
@@ -71,7 +73,8 @@ def test_option_errors_name_key_value_and_allowed():
     def check(name, given, where="data.options"):
         validate_options(DATASETS[name].options, given, where, f"dataset {name!r}")
 
-    with pytest.raises(ValueError, match=r"data.options.density = 1.5: input should be less than 1"):
+    with pytest.raises(ValueError,
+                       match=r"data.options.density = 1.5: input should be less than 1"):
         check("sparse_binary", {"density": 1.5})
     with pytest.raises(ValueError, match=r"cfg.data.input_dim = 0: input should be greater than 0"):
         check("laplace", {"input_dim": 0}, "cfg.data")

@@ -158,7 +158,8 @@ def test_brightness_and_contrast_factors_and_jitter_probability():
 def test_grayscale_probability_and_blur():
     x = _images(b=2000, size=8)
     out = image_view(x, _gen(), **{**NONE, "grayscale_prob": 0.2})
-    grey = (out[:, 0] == out[:, 1]).flatten(1).all(dim=1) & (out[:, 1] == out[:, 2]).flatten(1).all(dim=1)
+    grey = ((out[:, 0] == out[:, 1]).flatten(1).all(dim=1)
+            & (out[:, 1] == out[:, 2]).flatten(1).all(dim=1))
     assert abs(grey.double().mean().item() - 0.2) < 4 * (0.16 / 2000) ** 0.5
     torch.testing.assert_close(out[grey], TF.rgb_to_grayscale(x[grey], 3), atol=ATOL, rtol=0)
     torch.testing.assert_close(out[~grey], x[~grey], atol=1e-12, rtol=0)

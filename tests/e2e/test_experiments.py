@@ -82,6 +82,7 @@ def test_workspace_and_queued_experiments_keep_their_numbers(repo):
     # every experiment logged into the project's own database
     runs = mlflow_runs(repo.path / "mlruns.db")
     cells = cell_runs(repo.path / "mlruns.db")
-    assert cells["tags.cell_id"].nunique() == 4 and (cells.groupby("tags.cell_id").size() == 1).all()
+    assert (cells["tags.cell_id"].nunique() == 4
+            and (cells.groupby("tags.cell_id").size() == 1).all())
     invocations = runs[runs["tags.cbench.kind"] == "invocation"]
     assert (invocations["tags.cbench.stage"] == "train").sum() >= 3  # baseline and both exps

@@ -22,7 +22,8 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     assert "2 to train" in first.stdout
     leaderboard = pd.read_csv(project.path / "reports" / "leaderboard.csv")
     assert len(leaderboard) == 2  # one seed: one row per cell
-    assert {"recall_at_1_mean", "cv_mean", "control_cv_mean", "cell_ids"} <= set(leaderboard.columns)
+    assert {"recall_at_1_mean", "cv_mean", "control_cv_mean",
+            "cell_ids"} <= set(leaderboard.columns)
     for ext in ("md", "tex", "html"):
         assert (project.path / "reports" / f"leaderboard.{ext}").stat().st_size > 0
     board = pd.read_csv(project.path / "reports" / "cells.csv")

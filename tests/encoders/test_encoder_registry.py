@@ -68,13 +68,16 @@ def test_option_and_shape_errors():
     def check(arch, given, where=None):
         validate_options(ENCODERS[arch].options, given, where or f"arch_options.{arch}", arch)
 
-    with pytest.raises(ValueError, match=r"arch_options.mlp.hidden\[0\] = 0: input should be greater"):
+    with pytest.raises(ValueError,
+                       match=r"arch_options.mlp.hidden\[0\] = 0: input should be greater"):
         check("mlp", {"hidden": [0]})
     with pytest.raises(ValueError, match=r"grid.x.depth = 3: unknown option; allowed: \["):
         resolve_encoder_options("linear", {"depth": 3}, "grid.x")
-    with pytest.raises(ValueError, match=r"arch_options.clip.weights = None: a path to a local weights"):
+    with pytest.raises(ValueError,
+                       match=r"arch_options.clip.weights = None: a path to a local weights"):
         check("clip", {})
-    with pytest.raises(ValueError, match=r"arch_options.dino.head = 'mlp': input should be 'linear' or 'none'"):
+    with pytest.raises(ValueError,
+                       match=r"arch_options.dino.head = 'mlp': input should be 'linear' or 'none'"):
         check("dino", {"weights": "w.pt", "head": "mlp"})
     with pytest.raises(ValueError, match=r"input_shape = \(8,\): resnet18 takes image inputs"):
         make_encoder("resnet18", (8,), 4, {})

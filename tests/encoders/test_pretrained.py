@@ -118,7 +118,8 @@ def test_frozen_backbone_with_linear_head(vit_files):
 def test_missing_and_mismatched_weights(clip_files, vit_files):
     _, root = clip_files
     missing = root / "absent.pt"
-    with pytest.raises(FileNotFoundError, match=rf"{missing}.*open_clip.create_model_and_transforms"):
+    with pytest.raises(FileNotFoundError,
+                       match=rf"{missing}.*open_clip.create_model_and_transforms"):
         make_encoder("clip", (3, 32, 32), 16, {"model": str(root / "tiny_clip.json"),
                                                "weights": str(missing)})
     with pytest.raises(FileNotFoundError, match=rf"{missing}.*timm.create_model"):

@@ -42,7 +42,8 @@ def test_pick_device():
     with pytest.raises(ValueError, match=r"device = 'tpu': allowed"):
         pick_device("tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match=r"device = 'cuda': CUDA is not available here \(node "):
+        with pytest.raises(ValueError,
+                           match=r"device = 'cuda': CUDA is not available here \(node "):
             pick_device("cuda")
 
 
@@ -51,7 +52,8 @@ def test_autocast_context_on_cpu():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
     with autocast_context(CPU, "float32"):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
-    with pytest.raises(ValueError, match=r"train.precision = 'fp16': allowed: \['float32', 'bfloat16'\]"):
+    with pytest.raises(ValueError,
+                       match=r"train.precision = 'fp16': allowed: \['float32', 'bfloat16'\]"):
         autocast_context(CPU, "fp16")
 
 

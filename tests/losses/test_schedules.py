@@ -73,8 +73,10 @@ def test_every_schedule_resolves_with_defaults():
             {"tau0": 1},
             "temperature.linear.tau0 = 1: unknown option for schedule 'linear'",
         ),
-        ("constant", {"tau": -0.1}, "temperature.constant.tau = -0.1: input should be greater than 0"),
-        ("cosine", {"tau_end": "x"}, "temperature.cosine.tau_end = 'x': input should be a valid number"),
+        ("constant", {"tau": -0.1},
+         "temperature.constant.tau = -0.1: input should be greater than 0"),
+        ("cosine", {"tau_end": "x"},
+         "temperature.cosine.tau_end = 'x': input should be a valid number"),
         (
             "log_anneal",
             {"tau_min": 2.0},

@@ -134,7 +134,8 @@ def test_weince_closed_forms():
     assert weince(a, a, n, 0.1).item() == pytest.approx(math.log(k + 1), rel=1e-9)
     # λ = 0 everywhere (AIC gate shut) is InfoNCE
     a, p, n = _batch(seed=7)
-    assert weince(a, p, n, 0.2, WeinceOptions(kappa_aic=1e6, margin_aic=1e9)).item() == pytest.approx(
+    assert weince(a, p, n, 0.2,
+                  WeinceOptions(kappa_aic=1e6, margin_aic=1e9)).item() == pytest.approx(
         infonce(a, p, n, 0.2).item(), rel=1e-12
     )
 

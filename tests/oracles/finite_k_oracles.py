@@ -53,7 +53,8 @@ def exact_gap_finite(sim, q, k: int, tau: float) -> float:
     """CE − R(φ; k, τ) exactly for π uniform on m points with pairwise similarities ``sim``
     ``(m, m)``, anchors z ~ π and positives p ~ q[z] (``(m, m)`` row-stochastic):
 
-        CE − R_k = E_z E_p [ log mean_l e^{s(z,l)/τ} − E_counts log(e^{s(z,p)/τ}/k + Σ_l c_l e^{s(z,l)/τ}/k) ],
+        CE − R_k = E_z E_p [ log mean_l e^{s(z,l)/τ}
+                             − E_counts log(e^{s(z,p)/τ}/k + Σ_l c_l e^{s(z,l)/τ}/k) ],
 
     the expectation over the k i.i.d. negatives taken over all multisets (exact, not sampled)."""
     sim, q = np.asarray(sim, dtype=np.float64), np.asarray(q, dtype=np.float64)

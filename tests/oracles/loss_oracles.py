@@ -99,7 +99,8 @@ def weince(a: np.ndarray, p: np.ndarray, n: np.ndarray, tau: float,
     :data:`WEINCE_SPEC`."""
     o = {**WEINCE_SPEC, **options}
     beta, tail_frac, rho_quantile = str(o["beta"]), float(o["tail_frac"]), float(o["rho_quantile"])
-    kappa_rho, kappa_aic, margin_aic = (float(o[k]) for k in ("kappa_rho", "kappa_aic", "margin_aic"))
+    kappa_rho, kappa_aic, margin_aic = (float(o[k])
+                                        for k in ("kappa_rho", "kappa_aic", "margin_aic"))
 
     def sig(x: float) -> float:
         return 1 / (1 + math.exp(-x))

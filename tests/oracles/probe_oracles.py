@@ -22,7 +22,8 @@ def weighted_knn_loop(bank, bank_labels, queries, k: int, temperature: float) ->
     preds = []
     for q in queries:
         u = _unit(q)
-        sims = [(math.fsum(a * b for a, b in zip(u, r, strict=True)), j) for j, r in enumerate(rows)]
+        sims = [(math.fsum(a * b for a, b in zip(u, r, strict=True)), j)
+                for j, r in enumerate(rows)]
         sims.sort(key=lambda sj: (-sj[0], sj[1]))
         votes: dict[int, list[float]] = {}
         for s, j in sims[:k]:

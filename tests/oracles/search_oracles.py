@@ -27,7 +27,8 @@ def _log_mean_exp(values: list[float]) -> float:
 
 
 def ce_m_loop(z, pool, log_ratio, tau: float) -> list[float]:
-    """Per-anchor CE_m(z) = −(1/τ) Σ_i w_i s_i / Σ_i w_i + log((1/m) Σ_i exp(s_i/τ)), w_i = r(z, ξ_i)."""
+    """Per-anchor CE_m(z) = −(1/τ) Σ_i w_i s_i / Σ_i w_i + log((1/m) Σ_i exp(s_i/τ)),
+    w_i = r(z, ξ_i)."""
     anchors, points = [_unit(r) for r in z], [_unit(r) for r in pool]
     out = []
     for a, lr in zip(anchors, log_ratio, strict=True):

@@ -25,7 +25,8 @@ TOL = 1e-7
 
 
 def _blobs(rng, n, d=12, scale=1.5, shift=0.0):
-    """Overlapping Gaussian classes (not separable), raw features off-centre and unequally scaled."""
+    """Overlapping Gaussian classes (not separable), raw features off-centre and unequally
+    scaled."""
     means = np.random.default_rng(7).normal(size=(4, d))
     y = rng.integers(0, 4, n)
     x = (means[y] + scale * rng.normal(size=(n, d))) * np.linspace(0.1, 10, d) + shift

@@ -40,7 +40,8 @@ def test_an_encoder_is_scored_on_its_head_and_its_backbone(rng):
         assert {"weighted_knn_5", "weighted_knn_20", "weighted_knn_20_lo"} <= set(row)
     # the head's row is exactly the probe on the encoder's outputs
     with torch.no_grad():
-        direct = linear_probe(mlp(torch.from_numpy(x)).numpy(), y, mlp(torch.from_numpy(xt)).numpy(),
+        direct = linear_probe(mlp(torch.from_numpy(x)).numpy(), y,
+                              mlp(torch.from_numpy(xt)).numpy(),
                               yt, SETTINGS.c_grid, SETTINGS.val_fraction,
                               np.random.default_rng(1).spawn(2)[0])
     assert scores["head"]["linear_probe"] == pytest.approx(direct.accuracy, abs=1e-9)
@@ -49,7 +50,8 @@ def test_an_encoder_is_scored_on_its_head_and_its_backbone(rng):
 
 
 def test_the_report_columns_of_the_probe():
-    cells = pd.DataFrame({"cell_id": ["a", "b", "s"], "objective": ["contrastive"] * 2 + ["supervised"],
+    cells = pd.DataFrame({"cell_id": ["a", "b", "s"],
+                          "objective": ["contrastive"] * 2 + ["supervised"],
                           "loss": ["infonce", "dcl", "cross_entropy"], "k": [4, 4, 0],
                           "tau": [0.5, 0.5, 0.0], "tau_schedule": ["constant"] * 2 + ["none"],
                           "n": 100, "arch": "mlp", "embed_dim": 8, "batch_size": 32, "seed": 0,

@@ -109,7 +109,8 @@ def test_controls_compact_delta_and_unchanged_mark(cells, report_cfg):
 
 def test_sections_top_n_and_best_of_each_loss(cells, report_cfg):
     b = make_board(cells, report_cfg(top=2))
-    assert [s.title for s in b.sections] == ["Best setting of each loss", "Top 2 of 5 settings by R@1"]
+    assert [s.title for s in b.sections] == ["Best setting of each loss",
+                                             "Top 2 of 5 settings by R@1"]
     assert [b.table.loss.iloc[i] for i in b.sections[0].rows] == ["dcl", "infonce", "weince"]
     assert b.sections[1].rows == (0, 1)
     assert any("Every setting in leaderboard.html" in n for n in b.notes)

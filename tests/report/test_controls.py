@@ -25,7 +25,8 @@ def _rows(values):
 
 
 def test_changed_is_decided_by_the_interval():
-    trained = _rows({"a": (0.20, 0.19, 0.21), "b": (0.06, 0.05, 0.07), "c": (0.1, math.nan, math.nan)})
+    trained = _rows({"a": (0.20, 0.19, 0.21), "b": (0.06, 0.05, 0.07),
+                     "c": (0.1, math.nan, math.nan)})
     control = _rows({"a": (0.05, 0.04, 0.06), "b": (0.057, 0.05, 0.064), "c": (0.1, 0.09, 0.11)})
     out = control_columns(trained, control).set_index("cell_id")
     assert out.loc["a", "changed_cv"] is True or bool(out.loc["a", "changed_cv"])  # far apart

@@ -1,5 +1,6 @@
 """The comparison across settings as report tables (pipeline.report.ranks): the score array the
-cells make, ranks.csv / pairs.csv against the engine's values, tiers in the board, the CD diagram."""
+cells make, ranks.csv / pairs.csv against the engine's values, tiers in the board, the CD
+diagram."""
 
 from __future__ import annotations
 

@@ -52,13 +52,15 @@ def test_paired_edge_cases():
 
 
 def test_identical_variants_not_significant(board):
-    cmp = compare_to_baseline(board, "infonce", pair_on=["k", "tau", "arch"], metrics=["recall_at_1"])
+    cmp = compare_to_baseline(board, "infonce", pair_on=["k", "tau", "arch"],
+                              metrics=["recall_at_1"])
     row = cmp[(cmp.loss == "dcl") & (cmp.k == 16)].iloc[0]
     assert row.diff_mean == pytest.approx(0) and not row.significant
 
 
 def test_failed_variant_has_no_pairs(board):
-    cmp = compare_to_baseline(board, "infonce", pair_on=["k", "tau", "arch"], metrics=["recall_at_1"])
+    cmp = compare_to_baseline(board, "infonce", pair_on=["k", "tau", "arch"],
+                              metrics=["recall_at_1"])
     assert set(cmp.loss) == {"dcl"}  # weince's only cell failed: nothing to pair
 
 

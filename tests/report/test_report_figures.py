@@ -134,7 +134,8 @@ def test_gap_vs_k(tmp_path, drawn):
     assert series["dcl"][1] == pytest.approx([0.4, 0.2, 0.1, 0.05])  # |gap|
     refs = {ln.get_label(): ln for ln in ax.get_lines() if ln.get_label().startswith("∝")}
     mean_first = (0.5 + 0.4) / 2  # both through the smallest k's mean |gap|
-    assert refs["∝ 1/k"].get_ydata() == pytest.approx([mean_first * 4 / k for k in (4, 16, 64, 256)])
+    assert refs["∝ 1/k"].get_ydata() == pytest.approx([mean_first * 4 / k
+                                                       for k in (4, 16, 64, 256)])
     assert refs["∝ 1/√k"].get_ydata()[-1] == pytest.approx(mean_first * (4 / 256) ** 0.5)
     assert set(_series(drawn[1].axes[0])) == {"|CE − R_k|"}  # without hue: one series
 

@@ -1,4 +1,5 @@
-"""The stats graph on a real local Dask cluster: every cell in one compute, bad cells get a reason."""
+"""The stats graph on a real local Dask cluster: every cell in one compute, bad cells get a
+reason."""
 
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ def test_stats_graph_matches_scipy_and_reports_bad_cells(tmp_path, tiny_params, 
     assert raw.loc["good", "ad_mean"] == pytest.approx(np.mean(a2), rel=1e-9)
     assert raw.loc["nan", "status"] == "failed" and "NaN" in raw.loc["nan", "reason"]
     assert raw.loc["const", "status"] == "failed" and "constant" in raw.loc["const", "reason"]
-    assert raw.loc["missing", "status"] == "failed" and "cannot read" in raw.loc["missing", "reason"]
+    assert (raw.loc["missing", "status"] == "failed"
+            and "cannot read" in raw.loc["missing", "reason"])
     raw_detail = detail[detail.representation == "raw"]
     assert set(raw_detail.cell_id) == {"good"} and len(raw_detail) == 6
     # a constant coordinate does not stop the projections, which mix all coordinates
-    assert summary.set_index(["cell_id", "representation"]).loc[("const", "projected"), "status"] == "ok"
+    assert summary.set_index(["cell_id", "representation"]).loc[
+        ("const", "projected"), "status"] == "ok"

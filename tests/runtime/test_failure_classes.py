@@ -18,7 +18,8 @@ ENVIRONMENT_ERRORS = [
     MemoryError(),
     torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     RuntimeError("CUDA error: an illegal memory access was encountered"),
-    RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 GB; out of memory"),
+    RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 GB; "
+                 "out of memory"),
     OSError(errno.ENOSPC, "No space left on device"),
     OSError(errno.EIO, "Input/output error"),
     OSError(errno.EDQUOT, "Disk quota exceeded"),

@@ -82,7 +82,8 @@ def test_one_run_per_cell_across_invocations(tmp_path):
 
 
 def test_uri_storage_roundtrip(tmp_path):
-    """A pyarrow.fs URI (file:// here; s3:// on a cluster) takes every read and write a cell does."""
+    """A pyarrow.fs URI (file:// here; s3:// on a cluster) takes every read and write a cell
+    does."""
     import pandas as pd
 
     root = storage.location(f"file://{tmp_path}/store")

@@ -40,7 +40,8 @@ def test_a_truncated_or_altered_file_makes_the_cell_todo(tmp_path):
     _cell(tmp_path / "a", files={"embeddings.parquet": b"abc" * 100, "model.safetensors": b"w" * 9})
     (tmp_path / "a" / "embeddings.parquet").write_bytes(b"abc" * 50)
     state = store.inspect(tmp_path / "a")
-    assert state.status == "todo" and "embeddings.parquet has 150 bytes, 300 recorded" in state.problem
+    assert (state.status == "todo"
+            and "embeddings.parquet has 150 bytes, 300 recorded" in state.problem)
     (tmp_path / "a" / "embeddings.parquet").write_bytes(b"abd" * 100)  # same size, other bytes
     assert "does not match its recorded SHA-256" in store.inspect(tmp_path / "a").problem
     (tmp_path / "a" / "embeddings.parquet").unlink()
@@ -67,7 +68,8 @@ def test_publish_puts_the_staged_folder_in_place_in_one_rename(tmp_path):
     _cell(work, files=_files(b"new"))
     published = store.publish(work, final)
     assert not published.kept and published.record["status"] == "ok"
-    assert (final / "embeddings.parquet").read_bytes() == b"new" and sorted(os.listdir(tmp_path / "c")) == ["v"]
+    assert ((final / "embeddings.parquet").read_bytes() == b"new"
+            and sorted(os.listdir(tmp_path / "c")) == ["v"])
 
 
 def test_publish_replaces_a_failure_but_never_a_done_cell(tmp_path):
@@ -82,7 +84,8 @@ def test_publish_replaces_a_failure_but_never_a_done_cell(tmp_path):
     failure = storage.staging_dir(final)
     _cell(failure, status="failed")
     assert store.publish(failure, final).kept  # and a failure never replaces it
-    assert (final / "embeddings.parquet").read_bytes() == b"good" and store.inspect(final).status == "done"
+    assert ((final / "embeddings.parquet").read_bytes() == b"good"
+            and store.inspect(final).status == "done")
     assert sorted(os.listdir(tmp_path / "c")) == ["v"]  # the discarded copies are gone
 
 

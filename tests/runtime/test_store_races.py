@@ -31,7 +31,8 @@ UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc"]  # a new PID namespace,
 
 def _env() -> dict[str, str]:
     """This checkout first on the children's path, whatever is installed."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return {**os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def _unshare_refused() -> str:
@@ -245,8 +246,9 @@ def _writer_and_retry(tmp_path, tiny_params, stop: bool):
     store_dir = tmp_path / "store"
     entries = plan([cell], store_dir / "cells", dataset.content_hash(), [], "retrain")
     entry, final = entries[0], Path(entries[0].folder)
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store_dir), json.dumps(tiny_params),
-                               str(final), entry.key], stdin=subprocess.PIPE,
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store_dir),
+                               json.dumps(tiny_params), str(final), entry.key],
+                              stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=_env())
     said = writer.stdout.readline().split()
     assert said[:1] == ["staged"], (said, writer.communicate())

@@ -35,7 +35,8 @@ def test_a_loss_without_negatives_shares_one_training_across_k(tiny_params):
         a, b = by["nt_xent", 4, seed], by["nt_xent", 8, seed]
         assert a.training_id == b.training_id != a.cell_id  # one training, two cells
         assert a.training_config() == b.training_config()
-        assert a.training_config()["k"] is None and a.training_config()["train"]["negatives"] is None
+        assert (a.training_config()["k"] is None
+                and a.training_config()["train"]["negatives"] is None)
         i4, i8 = by["infonce", 4, seed], by["infonce", 8, seed]
         assert (i4.training_id, i8.training_id) == (i4.cell_id, i8.cell_id)  # reads k: its own
     assert by["nt_xent", 4, 0].training_id != by["nt_xent", 4, 1].training_id  # seeds differ

@@ -1,6 +1,7 @@
 """The common-random-number estimator of CE − R_k (pipeline.search.crn): against a loop from the
 formula, the nested construction, unbiasedness against the plain estimator on a finite π where
-CE − R_k is exact, its variance, the 1/k expansion, and honest standard errors with a shared pool."""
+CE − R_k is exact, its variance, the 1/k expansion, and honest standard errors with a shared
+pool."""
 
 from __future__ import annotations
 
@@ -161,9 +162,10 @@ def test_standard_errors_account_for_the_shared_pool():
     rms_anchor = np.sqrt(np.mean(np.square(se_anchor), axis=0))
     np.testing.assert_allclose(spread / rms, 1.0, atol=0.2)
     assert spread[-1] / rms_anchor[-1] > 1.4
-    # gap − c₂/k² − c₃/k³: its se carries the coefficients' error and their correlation with the gaps
-    np.testing.assert_allclose(np.std(lead, axis=0, ddof=1) / np.sqrt(np.mean(np.square(lead_se),
-                                                                               axis=0)), 1.0, atol=0.2)
+    # gap − c₂/k² − c₃/k³: its se carries the coefficients' error and their correlation with the
+    # gaps
+    np.testing.assert_allclose(np.std(lead, axis=0, ddof=1)
+                               / np.sqrt(np.mean(np.square(lead_se), axis=0)), 1.0, atol=0.2)
     # the covariance across k is real: nested draws make neighbouring k's gaps correlated
     assert np.corrcoef(np.array(gaps).T)[1, 2] > 0.5
 

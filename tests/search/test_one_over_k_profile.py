@@ -27,7 +27,8 @@ def test_finite_k_gap_has_slope_minus_one():
                 "initial": initial_encoder(cell, dataset.input_shape).eval()}
     summary, sweep = search_cell(cell, dataset, encoders, params.search)
     assert {r["encoder"] for r in sweep} == {"trained", "initial"}
-    assert [r["k"] for r in sweep if r["encoder"] == "trained"] == [2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert [r["k"] for r in sweep
+            if r["encoder"] == "trained"] == [2, 4, 8, 16, 32, 64, 128, 256, 512]
     assert summary["search_pool_source"] == "fresh" and summary["search_pool"] == 32768
     for prefix in ("", "initial_"):
         assert summary[f"{prefix}gaps_resolved"], summary

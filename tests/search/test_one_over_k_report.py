@@ -1,4 +1,5 @@
-"""reports/one_over_k.{csv,png} and the metrics entry, from k-sweep rows as search_cell writes them."""
+"""reports/one_over_k.{csv,png} and the metrics entry, from k-sweep rows as search_cell writes
+them."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def _rows(rng, encoder, tau=1.0, fit_k_max=None):
                           ks, tau)
     coefs = dict(zip(("c1", "c2", "c3"), map(float, sweep.coef), strict=True))
     rows = [{"cell_id": "c0", "encoder": encoder,
-             **{**asdict(r), "gap_cov": list(r.gap_cov), "gap_leading_cov": list(r.gap_leading_cov)},
+             **{**asdict(r), "gap_cov": list(r.gap_cov),
+                "gap_leading_cov": list(r.gap_leading_cov)},
              **coefs, "c1_se": math.sqrt(sweep.coef_cov[0, 0]), "fit_k_min": 8,
              "fit_k_max": fit_k_max} for r in crn_table(sweep, tau)]
     return rows, sweep
@@ -86,7 +88,8 @@ def test_write(rng, tmp_path, capture):
                        and ln.get_marker() == "o"]
             np.testing.assert_allclose(line.get_xdata(), [r["k"] for r in rows])
             np.testing.assert_allclose(line.get_ydata(), [r["k"] * r["gap"] for r in rows])
-    assert any(f"slope {entry['trained']['slope']:.4f}" in ln.get_label() for ln in full.get_lines())
+    assert any(f"slope {entry['trained']['slope']:.4f}" in ln.get_label()
+               for ln in full.get_lines())
     assert full.get_xscale() == "log" and "Proposition 1" in full.get_title()
 
 

@@ -1,4 +1,5 @@
-"""Held-out risk, recall and the leave-one-out kNN vote against loops written from the definitions."""
+"""Held-out risk, recall and the leave-one-out kNN vote against loops written from the
+definitions."""
 
 from __future__ import annotations
 

@@ -94,7 +94,8 @@ def test_scale_invariance_and_extreme_ratio(rng):
 
 
 def test_constant_ratio_closed_form(rng):
-    """Uniform weights: CE_m = −(1/τ) mean s + log mean exp(s/τ) ≥ 0 (Jensen), = 0 iff s constant."""
+    """Uniform weights: CE_m = −(1/τ) mean s + log mean exp(s/τ) ≥ 0 (Jensen), = 0 iff s
+    constant."""
     z, pool, _ = _inputs(rng)
     got = similarity_search_cross_entropy(z, pool, np.zeros((13, 17)), 0.5, block=4)
     assert np.all(got.per_anchor >= -1e-12)

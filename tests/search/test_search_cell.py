@@ -47,7 +47,8 @@ def test_search_cell_rows_and_summary(tiny_params, data, source, pool):
         assert r["k"] in (2, 4, 8, 32) and r["paired"]
     for prefix in ("", "initial_"):
         assert summary[f"{prefix}finite_k_gap"] == next(
-            r["gap"] for r in rows if r["k"] == cell.k and r["encoder"] == (prefix[:-1] or "trained"))
+            r["gap"] for r in rows
+            if r["k"] == cell.k and r["encoder"] == (prefix[:-1] or "trained"))
         for key in ("slope", "slope_lo", "slope_hi", "slope_expansion", "slope_leading",
                     "slope_leading_lo", "slope_leading_hi", "gap_c1", "ce", "ce_m"):
             assert f"{prefix}{key}" in summary

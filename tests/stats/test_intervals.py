@@ -28,7 +28,8 @@ def test_summary_intervals_contain_estimates_and_use_coordinates():
         assert ci.low <= ci.estimate <= ci.high
     ad = tests.ad
     half = sps.t.ppf(0.975, 31) * ad.std(ddof=1) / math.sqrt(32)
-    assert (cis["ad_mean"].low, cis["ad_mean"].high) == pytest.approx((ad.mean() - half, ad.mean() + half))
+    assert (cis["ad_mean"].low, cis["ad_mean"].high) == pytest.approx((ad.mean() - half,
+                                                                       ad.mean() + half))
 
 
 LEVELS = (0.9, 0.95, 0.99)

@@ -137,7 +137,8 @@ def test_tiers_collapse_when_friedman_cannot_separate():
 
 
 def test_tiers_separate_when_friedman_can():
-    """Offsets far above the noise on 30 blocks (CD = 0.86 < 1, the gap of adjacent ranks): three tiers {a, b}, {c}, {d} in rank order."""
+    """Offsets far above the noise on 30 blocks (CD = 0.86 < 1, the gap of adjacent ranks): three
+    tiers {a, b}, {c}, {d} in rank order."""
     rng = np.random.default_rng(12)
     x = rng.normal(scale=0.1, size=(30, 4, 3)) + np.array([5.0, 4.98, 3.0, 1.0])[None, :, None]
     ranking = rank_methods(x, list("abcd"), higher_is_better=True)
