@@ -8,9 +8,9 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PROFILE ?=
 PYTEST_ARGS ?=
-# pytest-xdist processes, each taking whole test files (a file's module fixtures stay together).
-# Most slow tests wait on one subprocess chain at a time (DVC -> a stage -> Ray or Dask), so two
-# streams fill two cores: the suite takes about half the time of one stream here.
+# pytest-xdist processes (idle ones steal tests from busy ones). The slow tests run one
+# subprocess chain at a time (DVC -> a stage -> Ray or Dask) that keeps about one core busy, so
+# two streams fill this machine's two cores. TEST_WORKERS=1 for one stream.
 TEST_WORKERS ?= 2
 
 # Larger mmap/trim thresholds make large-batch torch steps ~1.5x faster here (DESIGN.md).
@@ -34,7 +34,7 @@ run: $(STAMP)
 	@echo "browse runs: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlruns.db --host 127.0.0.1"
 
 test: $(STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'

@@ -173,8 +173,10 @@ class Project:
                                  f"\nstderr:\n{proc.stderr[-4000:]}")
         return proc
 
-    def repro(self, **kw: Any) -> subprocess.CompletedProcess:
-        return self.run(str(Path(sys.executable).parent / "dvc"), "repro", **kw)
+    def repro(self, *targets: str, **kw: Any) -> subprocess.CompletedProcess:
+        """``dvc repro``: the whole DAG, or ``targets`` and what they depend on (``"train"``:
+        resolve, prepare, train), for a test whose assertions need no later stage."""
+        return self.run(str(Path(sys.executable).parent / "dvc"), "repro", *targets, **kw)
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """The Dask scheduler of the stats, search, bounds and probe stages, and how cells are batched.
 
 :func:`scheduler` gives a :class:`Run`: Dask on Ray when a Ray address is configured, else a local
-distributed cluster on 127.0.0.1 with one single-threaded worker per core. A stage's graph has
+distributed cluster on 127.0.0.1 with one single-threaded worker per core, or, for one worker,
+the tasks in this process on one thread (a cluster of one worker buys nothing, and starting it
+and its worker's imports cost several seconds a stage). A stage's graph has
 one task per batch of consecutive cells (:func:`batches`: about :data:`BATCHES_PER_WORKER` tasks
 per worker), so a grid of many small cells costs the cells' own work and not a scheduler round
 trip per cell: a task of a few milliseconds costs the distributed scheduler about as much again.
@@ -97,6 +99,41 @@ def _run_ray() -> Run:
     return run
 
 
+def _run_here() -> Run:
+    """The tasks computed together in this process by Dask's synchronous scheduler."""
+    import dask
+    from dask.callbacks import Callback
+
+    def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+            unit: str = "cell") -> list[Any]:
+        size = {t.key: n for t, n in zip(tasks, sizes, strict=True)}
+        with progress(sum(sizes), desc, unit) as bar:
+            def finished(key: Any, *_: Any) -> None:
+                if key in size:
+                    bar.update(size[key])
+
+            with Callback(posttask=finished):
+                values = dask.compute(*tasks, scheduler="sync", optimize_graph=False)
+        return list(values)
+
+    return run
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch and the BLAS libraries on one thread, as the cluster's workers run
+    (``OMP_NUM_THREADS=1``), so both paths compute the same numbers; restored afterwards."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(previous)
+
 
 @contextlib.contextmanager
 def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
@@ -111,6 +148,10 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
     if ray_address(compute_cfg):
         init_ray(compute_cfg)
         yield _run_ray()
+        return
+    if n_workers == 1:
+        with _one_thread():
+            yield _run_here()
         return
     from distributed import Client, LocalCluster
 

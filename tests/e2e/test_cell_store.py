@@ -29,7 +29,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 def test_only_the_edited_losss_cells_go_stale(project, tiny_params):
     tiny_params["grid"].update(loss=["infonce", "dcl"], k=[4])
     project.write_params(tiny_params)
-    assert "0 already done (skipped), 2 to train" in project.repro().stdout
+    assert "0 already done (skipped), 2 to train" in project.repro("train").stdout
     dcl = project.path / "pipeline" / "losses" / "dcl.py"
     before = _grid(project).set_index("loss")
 
@@ -56,13 +56,13 @@ def test_only_the_edited_losss_cells_go_stale(project, tiny_params):
     # fail: stop before any work, naming what changed
     tiny_params["train"]["on_code_change"] = "fail"
     project.write_params(tiny_params)
-    failed = project.repro(check=False)
+    failed = project.repro("train", check=False)
     assert failed.returncode != 0 and "train.on_code_change = fail" in failed.stderr
 
     # retrain (the default): exactly the dcl cell, beside its old version
     tiny_params["train"]["on_code_change"] = "retrain"
     project.write_params(tiny_params)
-    assert "1 already done (skipped), 1 to train" in project.repro().stdout
+    assert "1 already done (skipped), 1 to train" in project.repro("train").stdout
     after = _grid(project).set_index("loss")
     assert after.loc["dcl", "cell_id"] == before.loc["dcl", "cell_id"]  # same config
     assert after.loc["dcl", "version"] != before.loc["dcl", "version"]  # other code

@@ -63,7 +63,7 @@ def test_walk_the_site(site, tmp_path):
     with tempfile.TemporaryDirectory() as profile:
         chrome = DevTools(profile)
         try:
-            open_page(chrome, site, ready="document.readyState === 'complete'")
+            open_page(chrome, site, ready="document.title === 'contrastive-bench releases'")
             names = chrome.evaluate("Array.from(document.querySelectorAll('tbody tr td:first-child"
                                     "')).map(td => td.textContent)")
             assert names == ["v2", "v1"]  # newest first

@@ -45,7 +45,7 @@ def test_local_ray_and_dask_bind_loopback_only(tiny_params):
     init_ray(compute)
     try:
         assert ray.get(ray.remote(lambda: 1).remote()) == 1
-        with scheduler(compute, n_workers=1):
+        with scheduler(compute, n_workers=2):  # one worker runs in-process: no cluster
             addresses = _listening_addresses()
     finally:
         ray.shutdown()
