@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from pipeline.losses.geometry_check import optimise_free_embeddings, simplex_eps
+from pipeline.losses.geometry_check import simplex_check
 from pipeline.report import simplex
 from pipeline.runtime.context import REPORTS, resolved_params, usage_error
 
@@ -23,13 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv:
         return usage_error("geometry", argv)
     g = resolved_params().geometry
-    results = []
     torch.set_num_threads(THREADS)  # this process does nothing else
-    for loss in g.losses:
-        for counts in g.class_counts:
-            cos = optimise_free_embeddings(loss, counts, g.d, g.tau, g.steps, g.seed,
-                                           eps=simplex_eps(len(counts), g.tau))
-            results.append((loss, counts, cos.numpy()))
+    results = [(loss, counts, cos.numpy()) for loss, counts, cos in
+               simplex_check(g.losses, g.class_counts, g.d, g.tau, g.steps, g.seed)]
     REPORTS.mkdir(exist_ok=True)
     table = simplex.table(results, g.tolerance)
     table.to_csv(REPORTS / "geometry.csv", index=False)

@@ -10,36 +10,15 @@ lists the grid and the metrics rather than every option.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import sys
-from typing import Any
 
 import yaml
 
 from pipeline.config import ConfigError, expand, load
+from pipeline.config.tracked import tracked
 from pipeline.runtime.context import RESOLVED, TRACKED
 from pipeline.runtime.storage import atomic_write_bytes
-
-# Sections tracked by digest: each stage declares the digests of the sections it reads.
-DIGESTED = ("plugins", "data", "loss_options", "schedule_options", "arch_options", "train",
-            "stats", "search", "bounds", "probe", "report", "geometry", "tracking")
-HEADLINE = {"data": ("name", "n_train", "n_heldout", "seed"),
-            "train": ("epochs", "lr", "optimizer", "negatives", "precision"),
-            "stats": ("epochs",), "report": ("level",)}
-
-
-def digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def tracked(resolved: dict[str, Any]) -> dict[str, Any]:
-    """What DVC tracks of the resolved params (see the module docstring)."""
-    out: dict[str, Any] = {"grid": resolved["grid"]}
-    out |= {section: {k: resolved[section][k] for k in keys} for section, keys in HEADLINE.items()}
-    out["digests"] = {section: digest(resolved[section]) for section in DIGESTED}
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

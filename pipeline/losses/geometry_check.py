@@ -78,3 +78,12 @@ def optimise_free_embeddings(
         opt.step()
     with torch.no_grad():
         return class_mean_cosines(z, labels, len(class_counts))
+
+
+def simplex_check(losses: Sequence[str], class_counts: Sequence[Sequence[int]], d: int,
+                  tau: float, steps: int, seed: int) -> list[tuple[str, Sequence[int], Tensor]]:
+    """:func:`optimise_free_embeddings` for every loss and class balance, each at its
+    :func:`simplex_eps`: ``(loss, counts, class-mean cosines)`` in that order."""
+    return [(loss, counts, optimise_free_embeddings(loss, counts, d, tau, steps, seed,
+                                                    eps=simplex_eps(len(counts), tau)))
+            for loss in losses for counts in class_counts]
