@@ -17,7 +17,6 @@ or added file is reported by name.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -36,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.release.results import results_document, validate
+from pipeline.runtime.storage import file_sha256 as sha256
 from pipeline.runtime.verify import TOLERANCES
 
 FORMAT = "contrastive-bench/release@1"
@@ -76,12 +76,10 @@ def check_name(name: str) -> str:
     return name
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def read_table(folder: Path, name: str) -> pd.DataFrame:
+    """``folder/name`` (a CSV of a report), or an empty frame when the run wrote none."""
+    path = folder / name
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
 
 
 def _files(folder: Path) -> list[str]:

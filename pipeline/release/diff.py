@@ -25,7 +25,7 @@ import pandas as pd
 
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import METRICS, lookup
-from pipeline.release.bundle import REPORTS, Release, ReleaseError, read_release
+from pipeline.release.bundle import REPORTS, Release, ReleaseError, read_release, read_table
 from pipeline.release.results import results_document
 
 
@@ -69,11 +69,6 @@ class Diff:
                     or self.settings_only_a or self.settings_only_b or self.tiers or self.order)
 
 
-def _csv(folder: Path, name: str) -> pd.DataFrame:
-    path = folder / name
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
-
-
 def side(path: Path) -> Side:
     """A release folder, or a workspace (a folder with ``reports/cells.csv``)."""
     if (path / "MANIFEST.json").is_file():
@@ -85,10 +80,12 @@ def side(path: Path) -> Side:
     else:
         raise ReleaseError(f"{path}: neither a release (no MANIFEST.json) nor a workspace with "
                            f"{REPORTS}/cells.csv")
-    return Side(label, cells, _csv(reports, "leaderboard.csv"), _csv(reports, "ranks.csv"))
+    return Side(label, cells, read_table(reports, "leaderboard.csv"),
+                read_table(reports, "ranks.csv"))
 
 
-def _interval(row: pd.Series, metric: str) -> tuple[float, float] | None:
+def interval_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
+    """``metric``'s interval over seeds in a leaderboard row, or None (one seed, or none)."""
     lo, hi = row.get(f"{metric}_lo"), row.get(f"{metric}_hi")
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return None
@@ -112,22 +109,21 @@ def _moved(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[Moved], list[str], li
     metrics = [c.removesuffix("_mean") for c in a.columns
                if c.endswith("_mean") and c in b.columns and _is_headline(c.removesuffix("_mean"))]
 
-    def label(row: pd.Series) -> str:
-        return ", ".join(f"{k}={row[k]}" for k in key)
+    def label(values: Any) -> str:
+        values = values if isinstance(values, tuple) else (values,)
+        return ", ".join(f"{k}={v}" for k, v in zip(key, values, strict=True))
 
     ia, ib = a.set_index(key), b.set_index(key)
-    only_a = sorted(label(r) for _, r in a[~ia.index.isin(ib.index)].iterrows())
-    only_b = sorted(label(r) for _, r in b[~ib.index.isin(ia.index)].iterrows())
+    only_a = sorted(label(s) for s in ia.index.difference(ib.index))
+    only_b = sorted(label(s) for s in ib.index.difference(ia.index))
     moved, same = [], 0
     for setting in ia.index.intersection(ib.index):
-        ra, rb = ia.loc[setting], ib.loc[setting]
-        name = ", ".join(f"{k}={v}" for k, v in zip(key, setting if isinstance(setting, tuple)
-                                                    else (setting,), strict=True))
+        ra, rb, name = ia.loc[setting], ib.loc[setting], label(setting)
         for m in metrics:
             va, vb = float(ra[f"{m}_mean"]), float(rb[f"{m}_mean"])
             if not (math.isfinite(va) and math.isfinite(vb)):
                 continue
-            ca, cb = _interval(ra, m), _interval(rb, m)
+            ca, cb = interval_of(ra, m), interval_of(rb, m)
             if ca is None or cb is None:  # one seed: no interval, so any change counts
                 changed = not math.isclose(va, vb, rel_tol=1e-9, abs_tol=1e-12)
             else:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import CELL_INTERVALS, METRICS
+from pipeline.report.tables import plain
 
 SCHEMA_ID = "https://contrastive-bench.invalid/schema/results-1.json"
 FORMAT = "contrastive-bench/results@1"
@@ -45,11 +46,8 @@ def _text(value: Any) -> str:
 
 def _plain(value: Any) -> Any:
     """A grid value as JSON has it (numpy scalars to Python, NaN to None)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    value = plain(value)
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def headline_metrics(columns: list[str]) -> list[str]:

@@ -26,8 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.metrics import METRICS, lookup
-from pipeline.release.bundle import REPORTS, Release, ReleaseError, read_release
-from pipeline.release.diff import Diff, diff, side
+from pipeline.release.bundle import REPORTS, Release, ReleaseError, read_release, read_table
+from pipeline.release.diff import Diff, diff, interval_of, side
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:8px 0 20px}th,td{padding:3px 8px;border-bottom:1px solid
@@ -63,8 +63,7 @@ def _table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
 
 
 def _csv(release: Release, name: str) -> pd.DataFrame:
-    path = release.path / REPORTS / name
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    return read_table(release.path / REPORTS, name)
 
 
 def _task(release: Release) -> str:
@@ -76,13 +75,11 @@ def _task(release: Release) -> str:
 
 
 def _interval_text(row: pd.Series, metric: str) -> str:
-    m, mean = lookup(metric), row.get(f"{metric}_mean")
-    lo, hi = row.get(f"{metric}_lo"), row.get(f"{metric}_hi")
+    m, mean, interval = lookup(metric), row.get(f"{metric}_mean"), interval_of(row, metric)
     if mean is None or pd.isna(mean):
         return "–"
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
-        return m.text(mean)
-    return f"{m.text(mean)} [{m.text(lo)}, {m.text(hi)}]"
+    return m.text(mean) if interval is None else \
+        f"{m.text(mean)} [{m.text(interval[0])}, {m.text(interval[1])}]"
 
 
 def _loss_page(release: Release, loss: str, board: pd.DataFrame, back: str) -> str:
