@@ -115,7 +115,8 @@ def test_test_files_have_unique_basenames():
 # stage tables into values, render turns values into Markdown, LaTeX, HTML and figures.
 REPORT = ROOT / "report"
 REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "ranks", "tables",
-                   "table1", "board", "figure_plan", "one_over_k", "papers", "image_rows"}
+                   "table1", "board", "figure_plan", "one_over_k", "papers", "image_rows",
+                   "selection"}
 REPORT_RENDER = {"markdown", "latex", "html", "figures", "cd_diagram", "one_over_k_plot",
                  "simplex", "papers_md", "image_rows_md", "publish"}
 REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only

@@ -32,6 +32,7 @@ from pipeline.report.render import (
     pct,
     seeds_text,
 )
+from pipeline.report.selection import Selection, choose, display
 from pipeline.report.tables import (
     PROVENANCE,
     aggregate,
@@ -82,6 +83,8 @@ class Board:
     # groups of report.compare values the tests cannot separate (pipeline.report.ranks): the
     # table's ``tier`` column; and tables shown before the settings: (title, header, rows)
     tier_axis: str | None = None
+    # the best setting of each variant (pipeline.report.selection), chosen apart from reporting
+    selection: Selection | None = None
     tables: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]], ...] = ()
 
     @property
@@ -160,16 +163,22 @@ def _provenance(cells: pd.DataFrame) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _variant(axes: Sequence[str]) -> str | None:
+    """The axis whose best settings the board shows first: the loss, else the first varying."""
+    return "loss" if "loss" in axes else axes[0] if axes else None
+
+
 def _sections(table: pd.DataFrame, axes: Sequence[str], primary: Metric | None,
-              top: int) -> tuple[Section, ...]:
+              top: int, chosen: Selection | None) -> tuple[Section, ...]:
     n = len(table)
     if n <= top:
         return (Section(f"All {n} setting" + ("s" if n != 1 else ""), tuple(range(n))),)
-    variant = "loss" if "loss" in axes else axes[0] if axes else None
+    variant = _variant(axes)
     out = []
     if variant is not None:
-        first = table.drop_duplicates(variant, keep="first").index
-        out.append(Section(f"Best setting of each {variant}", tuple(int(i) for i in first)))
+        first = (chosen.rows if chosen is not None and chosen.choices else
+                 tuple(int(i) for i in table.drop_duplicates(variant, keep="first").index))
+        out.append(Section(f"Best setting of each {variant}", first))
     by = f" by {primary.label}" if primary is not None else ""
     out.append(Section(f"Top {top} of {n} settings{by}", tuple(range(top))))
     return tuple(out)
@@ -220,13 +229,21 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
                      f"{int(checked.sum())} reproduced within its stated tolerances"
                      + ("" if checked.all() else ", " + str(int((~checked).sum())) + " did not")
                      + " (reproduced column of cells.csv).")
+    chosen = board.get("selection")
     if any(s.title.startswith("Best setting of each") for s in board["sections"]):
         primary = board["primary"].label if board["primary"] is not None else "the primary metric"
-        notes.append(f"Best setting of each variant: chosen on the same held-out {primary} it "
-                     "shows, so optimistic, more so for a variant with more settings (the stage "
-                     "tables hold one held-out value per cell; choosing apart from reporting "
-                     "needs the search stage to write it on two disjoint halves of the held-out "
-                     "anchors). The ranks and tiers across settings select nothing.")
+        if chosen is not None and chosen.split:
+            notes.append(f"Best setting of each {chosen.axis}: chosen on {primary} over one "
+                         "fixed half of the held-out anchors (mean over seeds) and reported on "
+                         "the other half, in the table of the chosen settings, with a "
+                         "hierarchical bootstrap interval over seeds, then anchors; the rows' "
+                         "own columns are over all held-out anchors, the selection half "
+                         "included. The ranks and tiers across settings select nothing.")
+        else:
+            notes.append(f"Best setting of each variant: chosen on the same held-out {primary} "
+                         "it shows, so optimistic, more so for a variant with more settings "
+                         f"({primary} has no selection half: only the retrieval recalls do). "
+                         "The ranks and tiers across settings select nothing.")
     if sum(len(s.rows) for s in board["sections"]) < len(table) or len(board["sections"]) > 1:
         notes.append("Every setting in leaderboard.html and leaderboard_full.csv, every cell "
                      "in cells.csv.")
@@ -289,15 +306,20 @@ def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",
     setting = ", ".join(([f"{data_name} data"] if data_name else [])
                         + [axis_text(a, cells[a].iloc[0]) for a in constant])
     good = table.n_seeds[table.n_seeds > 0]
+    variant = _variant(axes)
+    chosen = (choose(table, cells, group_by, variant, primary, cfg.level, cfg.bootstrap)
+              if variant is not None and primary is not None else None)
     fields: dict[str, Any] = {
         "title": title, "table": table, "axes": tuple(axes), "columns": tuple(headline),
         "primary": primary, "setting": setting or "all cells", "seeds": seeds_text(good),
         "provenance": _provenance(cells), "level": cfg.level,
-        "sections": _sections(table, axes, primary, cfg.top), "details": tuple(details)}
+        "sections": _sections(table, axes, primary, cfg.top, chosen), "details": tuple(details),
+        "selection": chosen}
     pooled = [a for a in varying(cells, axes_in(cells)) if a not in group_by and a != "seed"]
     notes = _notes(fields, cells, pooled, compared, cfg.alpha)
     fields["notes"] = tuple(notes[:1] + (list(tiers[2]) if tiers else []) + notes[1:])
-    return Board(**fields, tier_axis=tier_axis)
+    shown = display(chosen, table, axes) if chosen is not None else ("", (), ())
+    return Board(**fields, tier_axis=tier_axis, tables=(shown,) if shown[1] else ())
 
 
 def full_table(cells: pd.DataFrame, cfg: ReportConfig) -> pd.DataFrame:

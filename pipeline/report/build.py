@@ -190,7 +190,7 @@ def build(inputs: Inputs) -> Report:
                        tiers=(across.axis, ranks.tier_of(across), ranks.notes(across)))
     across_table = ranks.display(across)
     if across_table[1]:
-        board = replace(board, tables=(across_table,))
+        board = replace(board, tables=(across_table, *board.tables))
     if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
         board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
                                       f"computed, {params.data.name} has no class labels."))

@@ -17,7 +17,7 @@ import pandas as pd
 
 from pipeline.config import ReportConfig
 from pipeline.metrics import Metric, is_metric, lookup
-from pipeline.report.render import fmt_value, pct
+from pipeline.report.render import fmt_bounds, fmt_value, pct
 from pipeline.report.tables import axes_in, ok_cells, varying
 from pipeline.seeding import numpy_generator
 from pipeline.stats.compare import Comparison, compare
@@ -193,14 +193,6 @@ def notes(cc: CrossComparison) -> list[str]:
     return lines
 
 
-def _interval(est: float, lo: float, hi: float, metric: Metric | None = None) -> str:
-    scale = 100.0 if metric is not None and metric.unit == "%" else 1.0
-    text = fmt_value(est * scale)
-    if np.isfinite(lo) and np.isfinite(hi):
-        text += f" [{fmt_value(lo * scale)}, {fmt_value(hi * scale)}]"
-    return text
-
-
 def display(cc: CrossComparison) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """The board's table of the comparison: (title, header, rows as text), best first."""
     table = ranks_table(cc)
@@ -213,7 +205,7 @@ def display(cc: CrossComparison) -> tuple[str, tuple[str, ...], tuple[tuple[str,
     header = (cc.axis, "Tier", "Mean rank", f"IQM {m.label}{unit}{seeds}",
               "Win rate", "Borda", "Settings (missing)")
     rows = tuple((str(getattr(r, cc.axis)), fmt_value(r.tier), f"{r.mean_rank:.2f}",
-                  _interval(r.iqm, r.iqm_lo, r.iqm_hi, m), f"{r.win_rate:.2f}",
+                  fmt_bounds(r.iqm, r.iqm_lo, r.iqm_hi, m), f"{r.win_rate:.2f}",
                   fmt_value(r.borda), f"{r.blocks} ({r.blocks_missing})")
                  for r in table.itertuples())
     title = (f"{cc.axis} across {cc.result.ranking.blocks_total} settings "

@@ -26,7 +26,13 @@ from pipeline.grid import Cell
 from pipeline.runtime import layout, storage
 from pipeline.runtime.evaluate import load_encoders
 from pipeline.runtime.tasks import CellDataError, Failed, task
-from pipeline.search import heldout_infonce_risk, loo_majority_knn_accuracy, recall_at_k
+from pipeline.search import (
+    heldout_infonce_risk,
+    loo_majority_knn_accuracy,
+    positive_ranks,
+    recalls,
+    split_recall,
+)
 from pipeline.search.cell import CellSearch, search_cell
 from pipeline.seeding import numpy_generator
 from pipeline.stats import (
@@ -176,7 +182,9 @@ def _retrieval_row(path: str, cell: Cell, cfg: SearchConfig,
     z0, z1 = storage.read_embeddings(path, 0), storage.read_embeddings(path, 1)
     if not (np.isfinite(z0).all() and np.isfinite(z1).all()):
         raise CellDataError("embeddings contain NaN or infinite values")
-    row: dict[str, Any] = {f"recall_at_{k}": v for k, v in recall_at_k(z0, z1).items()}
+    rank = positive_ranks(z0, z1)  # the anchors' held-out positives among all held-out views
+    row: dict[str, Any] = {f"recall_at_{k}": v for k, v in recalls(rank).items()}
+    row |= split_recall(rank)  # the halves that choose and report a loss's best setting
     for name, k in (("risk_k", max(cell.k, 1)), ("risk_keval", cfg.k_eval)):
         # R(φ; k, τ) is a property of an encoder trained at τ: a supervised cell has no τ
         # (pipeline.grid.SUPERVISED sets it to 0), so its risk is not defined rather than

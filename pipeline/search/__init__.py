@@ -28,7 +28,11 @@ from pipeline.search.kernels import (
 from pipeline.search.retrieval import (
     heldout_infonce_risk,
     loo_majority_knn_accuracy,
+    positive_ranks,
     recall_at_k,
+    recalls,
+    selection_split,
+    split_recall,
 )
 
 __all__ = [
@@ -51,8 +55,12 @@ __all__ = [
     "nested_negatives",
     "population_cross_entropy",
     "population_risk",
+    "positive_ranks",
     "prop1_window",
     "recall_at_k",
+    "recalls",
+    "selection_split",
     "similarity_search_cross_entropy",
     "softmax_search_kernel",
+    "split_recall",
 ]

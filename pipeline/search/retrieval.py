@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.search.cross_entropy import RiskEstimate, population_risk
+from pipeline.seeding import numpy_generator
 
 
 def _normalize(z: np.ndarray) -> np.ndarray:
@@ -33,13 +34,12 @@ def heldout_infonce_risk(anchor: np.ndarray, positive: np.ndarray, k: int, tau: 
     return population_risk(np.einsum("nd,nd->n", a, p), np.einsum("nd,nkd->nk", a, p[idx]), tau)
 
 
-def recall_at_k(anchor: np.ndarray, pool: np.ndarray, ks: Sequence[int] = (1, 5, 10),
-                block: int = 1024) -> dict[int, float]:
-    """Fraction of anchors i whose own pool entry i is among the top-k cosine neighbours.
+def positive_ranks(anchor: np.ndarray, pool: np.ndarray, block: int = 1024) -> np.ndarray:
+    """For each anchor i, how many pool entries are at least as cosine-similar to it as its own
+    positive, pool entry i, is: ``(N,)`` ints, 0 when the positive comes first.
 
-    anchor, pool: ``(N, d)``, row i of ``pool`` is the positive of anchor i. Computed in blocks of
-    anchors, never the whole N × N matrix. Ties are resolved against the positive: a pool entry
-    with similarity *equal* to the positive's counts as ranked above it (a pessimistic recall).
+    anchor, pool: ``(N, d)``. Computed in blocks of anchors, never the whole N × N matrix. Ties
+    count against the positive (a pessimistic rank).
     """
     a, p = _normalize(anchor), _normalize(pool)
     n = a.shape[0]
@@ -49,7 +49,63 @@ def recall_at_k(anchor: np.ndarray, pool: np.ndarray, ks: Sequence[int] = (1, 5,
         rows = np.arange(sims.shape[0])
         own = sims[rows, start + rows][:, None]
         rank[start:start + block] = (sims >= own).sum(axis=1) - 1  # others at least as similar
+    return rank
+
+
+def recall_at_k(anchor: np.ndarray, pool: np.ndarray, ks: Sequence[int] = (1, 5, 10),
+                block: int = 1024) -> dict[int, float]:
+    """Fraction of anchors i whose own pool entry i is among the top-k cosine neighbours.
+
+    anchor, pool: ``(N, d)``, row i of ``pool`` is the positive of anchor i
+    (:func:`positive_ranks`; a pool entry with similarity *equal* to the positive's counts as
+    ranked above it, a pessimistic recall).
+    """
+    return recalls(positive_ranks(anchor, pool, block), ks)
+
+
+def recalls(rank: np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[int, float]:
+    """Recall@k of :func:`positive_ranks`' ranks: the fraction of ranks below k, per k."""
     return {k: float((rank < k).mean()) for k in ks}
+
+
+SPLIT_SEED = "selection split"  # the key of the one split every cell of every run shares
+
+
+def selection_split(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out anchors' two disjoint halves: (select, report) row indices, sorted.
+
+    One fixed random half (``n // 2`` rows, drawn from a generator keyed by :data:`SPLIT_SEED`
+    and ``n`` alone) chooses the best setting of each loss; the other half (the remaining
+    ``n - n // 2`` rows) reports it, so the reported value is not the one it was chosen on. The
+    same n gives the same split in every cell, seed and run. Random rather than even/odd rows,
+    as a data file's order may follow its classes.
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
+        raise ValueError(f"n = {n!r}: need at least 2 held-out anchors to split in two halves")
+    order = numpy_generator(SPLIT_SEED, int(n)).permutation(int(n))
+    half = int(n) // 2
+    return np.sort(order[:half]), np.sort(order[half:])
+
+
+def split_recall(rank: np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """Recall@k on each half of :func:`selection_split` of :func:`positive_ranks`' ranks (each
+    anchor retrieving among the whole pool).
+
+    Keys ``recall_at_<k>_select``, ``recall_at_<k>_report`` and ``recall_at_<k>_report_se``
+    (the binomial standard error over the report half's m anchors, √(p(1 − p)/m): the
+    measurement of one fixed encoder, not the variation between trainings), and
+    ``recall_report_anchors`` = m. The two halves' recalls average, weighted by their sizes, to
+    :func:`recall_at_k`'s.
+    """
+    select, report = selection_split(int(np.asarray(rank).shape[0]))
+    out: dict[str, float] = {"recall_report_anchors": float(report.size)}
+    for k in ks:
+        hit_s, hit_r = rank[select] < k, rank[report] < k
+        p = float(hit_r.mean())
+        out[f"recall_at_{k}_select"] = float(hit_s.mean())
+        out[f"recall_at_{k}_report"] = p
+        out[f"recall_at_{k}_report_se"] = float(np.sqrt(p * (1.0 - p) / hit_r.size))
+    return out
 
 
 def loo_majority_knn_accuracy(z: np.ndarray, labels: np.ndarray, k: int,

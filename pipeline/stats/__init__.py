@@ -9,7 +9,12 @@ from pipeline.stats.geometry import alignment, effective_rank, negative_cosines,
 from pipeline.stats.projections import random_projections
 from pipeline.stats.summary import CellSummary, summarize
 from pipeline.stats.thin_shell import thin_shell_cv
-from pipeline.stats.uncertainty import ConfidenceInterval, bootstrap_ci, seed_ci
+from pipeline.stats.uncertainty import (
+    ConfidenceInterval,
+    bootstrap_ci,
+    hierarchical_bootstrap,
+    seed_ci,
+)
 
 __all__ = [
     "CellSummary",
@@ -25,6 +30,7 @@ __all__ = [
     "concat_column_tests",
     "dagostino_pearson",
     "effective_rank",
+    "hierarchical_bootstrap",
     "negative_cosines",
     "random_projections",
     "seed_ci",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,3 +77,44 @@ def seed_ci(values: np.ndarray | list[float], level: float = 0.95) -> Confidence
         return ConfidenceInterval(mean, float("nan"), float("nan"), level)
     half = float(sps.t.ppf((1.0 + level) / 2.0, n - 1) * arr.std(ddof=1) / np.sqrt(n))
     return ConfidenceInterval(mean, mean - half, mean + half, level)
+
+
+def hierarchical_bootstrap(groups: Sequence[np.ndarray | Sequence[float]], n_boot: int,
+                           rng: np.random.Generator, level: float = 0.95,
+                           chunk: int = 1 << 20) -> ConfidenceInterval:
+    """Two-stage percentile bootstrap of the mean over groups of the groups' row means:
+    resample the groups (seeds) with replacement, then the rows within each drawn group
+    (held-out anchors, independently for each draw), and average (Saravanan et al. 2020,
+    "Application of the hierarchical bootstrap to multi-level data in neuroscience").
+
+    groups: one 1-D array of row values per seed. estimate: the mean of the group means. The
+    resampled mean's variance is (B + W)/S for S groups, with B the variance (ddof 0) of the
+    group means and W the mean over groups of (row variance, ddof 0)/rows: the between-seed
+    variation with the within-cell measurement added. With one group it is a row bootstrap
+    (the measurement of one trained encoder, not the variation between trainings).
+    """
+    check_level(level)
+    if n_boot < 1:
+        raise ValueError(f"n_boot = {n_boot}: number of bootstrap resamples must be >= 1")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng = {rng!r}: expected a numpy.random.Generator")
+    rows = [np.asarray(g, dtype=np.float64).ravel() for g in groups]
+    if not rows or any(r.size == 0 for r in rows):
+        sizes = [r.size for r in rows]
+        raise ValueError(f"groups: sizes {sizes}: need at least one group, each with >= 1 row")
+    if not all(np.isfinite(r).all() for r in rows):
+        raise ValueError("groups: NaN or infinite row values; drop them before resampling")
+    s = len(rows)
+    estimate = float(np.mean([r.mean() for r in rows]))
+    pick = rng.integers(0, s, size=(n_boot, s))  # stage 1: seeds
+    drawn = np.empty((n_boot, s))
+    for g, r in enumerate(rows):  # stage 2: rows, a fresh resample for every draw of group g
+        where = np.nonzero(pick == g)
+        means = np.empty(where[0].size)
+        step = max(1, chunk // r.size)
+        for start in range(0, means.size, step):
+            m = min(step, means.size - start)
+            means[start:start + m] = r[rng.integers(0, r.size, size=(m, r.size))].mean(axis=1)
+        drawn[where] = means
+    low, high = np.quantile(drawn.mean(axis=1), [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return ConfidenceInterval(estimate, float(low), float(high), level)

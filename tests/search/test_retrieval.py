@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.search import heldout_infonce_risk, loo_majority_knn_accuracy, recall_at_k
+from pipeline.search import (
+    heldout_infonce_risk,
+    loo_majority_knn_accuracy,
+    positive_ranks,
+    recall_at_k,
+    selection_split,
+    split_recall,
+)
 
 
 def _unit(z):
@@ -89,3 +96,45 @@ def test_loo_majority_knn_leaves_each_point_out():
 def test_loo_majority_knn_rejects_k_out_of_range():
     with pytest.raises(ValueError, match=r"k = 10: need 1 <= k <= N - 1 = 9"):
         loo_majority_knn_accuracy(np.eye(10), np.arange(10), 10)
+
+
+@pytest.mark.parametrize("n", [2, 3, 500, 1001])
+def test_the_selection_split_is_two_disjoint_halves_fixed_by_n(n):
+    select, report = selection_split(n)
+    assert select.size == n // 2 and report.size == n - n // 2
+    assert not set(select) & set(report)
+    assert sorted([*select, *report]) == list(range(n))
+    again = selection_split(n)
+    assert (again[0] == select).all() and (again[1] == report).all()
+
+
+def test_the_selection_split_is_not_the_row_order():
+    select, _ = selection_split(1000)
+    assert not (select == np.arange(500)).all() and not (select % 2 == 0).all()
+
+
+@pytest.mark.parametrize("n", [1, 0, 2.5, True])
+def test_a_split_needs_two_anchors(n):
+    with pytest.raises(ValueError, match="n = "):
+        selection_split(n)
+
+
+def test_the_halves_recalls_are_the_loops_on_each_half_and_average_to_the_whole():
+    rng = np.random.default_rng(11)
+    a = rng.normal(size=(81, 6))
+    p = a + 1.0 * rng.normal(size=(81, 6))
+    rank = positive_ranks(a, p, block=10)
+    got = split_recall(rank, ks=(1, 5))
+    au, pu = _unit(a), _unit(p)
+    loop = np.array([sum(1 for j in range(81) if j != i and au[i] @ pu[j] >= au[i] @ pu[i])
+                     for i in range(81)])
+    assert (rank == loop).all()
+    select, report = selection_split(81)
+    whole = recall_at_k(a, p, ks=(1, 5))
+    for k in (1, 5):
+        assert got[f"recall_at_{k}_select"] == pytest.approx(np.mean(loop[select] < k))
+        r = float(np.mean(loop[report] < k))
+        assert got[f"recall_at_{k}_report"] == pytest.approx(r)
+        assert got[f"recall_at_{k}_report_se"] == pytest.approx(math.sqrt(r * (1 - r) / 41))
+        mixed = (40 * got[f"recall_at_{k}_select"] + 41 * r) / 81
+        assert mixed == pytest.approx(whole[k])
