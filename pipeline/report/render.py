@@ -69,14 +69,18 @@ def fmt_stat(stat: str, value: Any) -> str:
 
 def fmt_bounds(est: Any, lo: Any = math.nan, hi: Any = math.nan,
                metric: Metric | None = None) -> str:
-    """``est [lo, hi]`` (× 100 for a ``%`` metric, 4 significant digits): for an interval
-    that need not be symmetric (a bootstrap's); just the estimate when a bound is missing."""
+    """``est [lo, hi]`` for an interval that need not be symmetric (a bootstrap's): scaled and
+    formatted as ``metric`` says (without one, 4 significant digits); just the estimate when a
+    bound is missing."""
     if is_missing(est):
         return MISSING
-    scale = 100.0 if metric is not None and metric.unit == "%" else 1.0
-    text = fmt_value(float(est) * scale)
+
+    def one(v: Any) -> str:
+        return _minus(metric.text(float(v))) if metric is not None else fmt_value(float(v))
+
+    text = one(est)
     if not (is_missing(lo) or is_missing(hi)) and np.isfinite(lo) and np.isfinite(hi):
-        text += f" [{fmt_value(float(lo) * scale)}, {fmt_value(float(hi) * scale)}]"
+        text += f" [{one(lo)}, {one(hi)}]"
     return text
 
 
