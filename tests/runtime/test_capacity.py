@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import json
 import math
 import random
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +177,36 @@ def test_cell_costs_reads_ok_records():
 def test_bad_inputs_name_the_parameter_value_and_what_is_allowed(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+def _cluster_model(monkeypatch):
+    path = Path(__file__).resolve().parents[2] / "bench" / "cluster_model.py"
+    spec = importlib.util.spec_from_file_location("cluster_model", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "cluster_model", module)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_command_reads_a_store_and_prints_the_derived_crossover(tmp_path, capsys, monkeypatch):
+    for i, t in enumerate([10.0, 30.0]):  # ok cells of 10 s and 30 s, 2 MB each; one failed
+        folder = tmp_path / "cells" / f"cell{i}" / "v1"
+        folder.mkdir(parents=True)
+        (folder / "cell.json").write_text(json.dumps(
+            {"status": "ok", "wall_seconds": t, "files": {"e.parquet": {"bytes": 2_000_000}}}))
+    failed = tmp_path / "cells" / "bad" / "v1"
+    failed.mkdir(parents=True)
+    (failed / "cell.json").write_text(json.dumps({"status": "failed", "wall_seconds": 1e6}))
+    model = _cluster_model(monkeypatch)
+    assert model.main(["--store-root", str(tmp_path), "--cells", "10000", "--nodes", "1", "1000",
+                       "--gpus", "2", "--cells-per-gpu", "2", "--driver-per-cell", "0.01",
+                       "--worker-store-per-cell", "0", "--store-bandwidth", "100",
+                       "--startup", "0"]) == 0
+    out = capsys.readouterr().out
+    draw = random.Random(0).choices([10.0, 30.0], k=10000)  # what --seed 0 draws
+    mean = sum(draw) / 10000  # driver 100 s, store 200 s: both above the longest cell
+    assert f"N* = t_mean / (s x cost) = {mean:.3g} / (4 x 0.01) = {mean / 0.04:.3g} nodes" in out
+    # store: 2 MB at 100 MB/s = 20 ms per cell -> N* = mean / (4 x 0.02)
+    assert f"= {mean:.3g} / (4 x 0.02) = {mean / 0.08:.3g} nodes" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith(("1 ", "1000 "))]
+    assert [r[0] for r in rows] == ["1", "1000"] and [r[-1] for r in rows] == ["compute", "store"]
