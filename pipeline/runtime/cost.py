@@ -47,7 +47,8 @@ from typing import Any
 
 import torch
 
-NOT_MEASURED = "not measured"
+from pipeline.metrics import NOT_MEASURED
+
 POWERCAP = Path("/sys/class/powercap")
 PROC_SELF = Path("/proc/self")
 _PACKAGE_ZONE = re.compile(r"intel-rapl:\d+$")
@@ -110,7 +111,9 @@ def counter_delta(before: int, after: int, max_range: int) -> int:
 
 
 def rapl_zones(root: Path = POWERCAP) -> list[Path]:
-    """The RAPL zones whose energy adds up without overlap: each CPU package
+    """The RAPL zones whose energy adds up without overlap (``root`` lists every zone, the
+    sub-zones ``intel-rapl:<i>:<j>`` beside their packages, as ``/sys/class/powercap`` does): each
+    CPU package
     (``intel-rapl:<i>`` named ``package-<i>``) and its ``dram`` sub-zone (DRAM is outside the
     package's count; core and uncore sub-zones are inside it, and ``psys`` holds the packages)."""
     zones = []
@@ -137,8 +140,9 @@ def read_rapl(root: Path = POWERCAP) -> dict[str, tuple[int, int]] | None:
         energy, top = _read(zone / "energy_uj"), _read(zone / "max_energy_range_uj")
         if not (energy.isdigit() and top.isdigit()):
             return None
-        label = _read(zone / "name")
-        parent = _read(zone.parent / "name") if _SUB_ZONE.match(zone.name) else ""
+        label = _read(zone / "name")  # a sub-zone intel-rapl:<i>:<j> is listed beside its parent
+        parent = (_read(root / zone.name.rsplit(":", 1)[0] / "name")
+                  if _SUB_ZONE.match(zone.name) else "")
         out[f"{parent}/{label}" if parent else label] = (int(energy), int(top))
     return out or None
 
