@@ -54,6 +54,7 @@ _SEARCH = frozenset({"initial_"})
 _PROBE = frozenset({"backbone_", "control_", "supervised_", "delta_", "raw_"})
 # weighted_knn_<k>: one metric per k of probe.knn_k (parametrised, resolved by lookup)
 KNN_PREFIX = "weighted_knn_"
+_COST = "pipeline/runtime/cost.py (measured, not modelled)"
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,29 @@ _ENTRIES = (
            "validation split", "neither", ".3g", "", "SPEC §5"),
     Metric("final_loss", "Train loss", "Training loss of the last epoch (scales differ between "
            "losses)", "neither", ".3g", "nats", "SPEC §1"),
+    # What a cell cost (pipeline/runtime/cost.py). Lower is cheaper, but none is ranked: each
+    # depends on the machine and on what else ran beside the cell, so it is a property of one
+    # run, not a score of a loss (the report's Pareto figure reads lower as cheaper).
+    Metric("train_seconds", "Train time", "Wall-clock seconds of the training epochs (batches, "
+           "views, forward, backward, optimiser steps; not set-up, snapshots or files)",
+           "neither", ".3g", "s", _COST),
+    Metric("samples_per_second", "Samples/s", "Training examples per second: epochs × ⌊n/B⌋·B "
+           "over the training time (each with its views and negatives)", "neither", ".3g",
+           "1/s", _COST),
+    Metric("peak_rss_bytes", "Peak RSS", "Peak resident memory of the worker process while the "
+           "cell trained and exported (high-water mark reset at the cell's start; includes what "
+           "the process held then)", "neither", ".3g", "bytes", _COST),
+    Metric("cuda_peak_bytes", "CUDA peak", "Peak bytes of tensors the CUDA caching allocator "
+           "held (torch.cuda.max_memory_allocated after a reset; CUDA cells only)", "neither",
+           ".3g", "bytes", _COST),
+    Metric("energy_joules", "Energy", "Increase of the RAPL (CPU package, DRAM) and NVML (GPU) "
+           "energy counters over the cell: the whole socket and GPU, work beside the cell "
+           "included; missing where the machine has no readable counter", "neither", ".3g", "J",
+           _COST),
 )
+NOT_MEASURED = "not measured"  # energy_source where no counter was read (never a guessed value)
+COST_METRICS = ("train_seconds", "samples_per_second", "peak_rss_bytes", "cuda_peak_bytes",
+                "energy_joules")
 
 METRICS: dict[str, Metric] = {m.name: m for m in _ENTRIES}
 

@@ -191,6 +191,7 @@ def build(inputs: Inputs) -> Report:
     across_table = ranks.display(across)
     if across_table[1]:
         board = replace(board, tables=(across_table, *board.tables))
+    board = replace(board, tables=(*board.tables, *leaderboard.cost_tables(cells)))
     if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
         board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
                                       f"computed, {params.data.name} has no class labels."))

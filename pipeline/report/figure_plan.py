@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.grid import GridPoint
+from pipeline.grid import GRID_AXES, GridPoint
 from pipeline.metrics import lookup
 from pipeline.report.tables import check_columns, ok_cells
 from pipeline.stats import seed_ci
@@ -164,11 +164,58 @@ def hue_axes(cells: pd.DataFrame, candidates: Sequence[str],
     return tuple(chosen)
 
 
+def pareto_front(cost: np.ndarray, score: np.ndarray, higher: bool = True) -> np.ndarray:
+    """Booleans: the points no other point dominates, where ``a`` dominates ``b`` when it
+    costs no more, scores no worse and is strictly better in one of the two (lower ``cost``;
+    higher ``score`` when ``higher``, else lower). Points with a NaN are on no front; equal
+    points dominate neither each other. O(n log n): by cost, then best score first."""
+    c, s = np.asarray(cost, dtype=float), np.asarray(score, dtype=float)
+    if c.shape != s.shape or c.ndim != 1:
+        raise ValueError(f"cost {c.shape} and score {s.shape}: need two 1-D arrays of one length")
+    s = s if higher else -s
+    front = np.zeros(len(c), dtype=bool)
+    finite = np.flatnonzero(np.isfinite(c) & np.isfinite(s))
+    order = finite[np.lexsort((-s[finite], c[finite]))]
+    best = -np.inf  # the best score among strictly cheaper points
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and c[order[j]] == c[order[i]]:
+            j += 1
+        top = s[order[i]]  # the best score at this cost
+        if top > best:
+            front[order[i:j][s[order[i:j]] == top]] = True
+            best = top
+        i = j
+    return front
+
+
+def cost_points(cells: pd.DataFrame, metric: str, cost: str = "train_seconds",
+                keys: Sequence[str] | None = None) -> pd.DataFrame:
+    """One point per setting (``keys``: None means the grid axes present but the seed) over its
+    ok cells: ``<cost>`` and ``<metric>`` means over its seeds, ``cells`` counted, and ``front``:
+    on the Pareto front of cheaper and better (the registry's direction of ``metric``;
+    :func:`pareto_front`). Settings without both means are left out."""
+    check_columns(cells, [metric, cost], "columns", numeric=True)
+    keys = list(keys if keys is not None else [a for a in GRID_AXES if a in cells and a != "seed"])
+    ok = ok_cells(cells).dropna(subset=[metric, cost])
+    if not len(ok):
+        return pd.DataFrame(columns=[*keys, cost, metric, "cells", "front"])
+    grouped = ok.groupby(keys, dropna=False, sort=True) if keys else ok.groupby(lambda _: 0)
+    table = grouped.agg(**{cost: (cost, "mean"), metric: (metric, "mean"),
+                           "cells": (metric, "size")}).reset_index(drop=not keys)
+    higher = lookup(metric).higher is not False  # a 'neither' metric: read higher as better
+    table["front"] = pareto_front(table[cost].to_numpy(float), table[metric].to_numpy(float),
+                                  higher)
+    return table
+
+
 def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: pd.DataFrame,
          primary: str | None, level: float) -> list[FigureSpec]:
     """The report's figures: CV against each varying size axis (untrained control dashed),
     the primary metric against k, AD/DP pass rates against epoch, the best setting of each
-    variant, Theorem 1's terms, embedding norms. best: one aggregate row per variant (its best
+    variant, Theorem 1's terms, the primary metric against training time (the Pareto front of
+    the settings marked), embedding norms. best: one aggregate row per variant (its best
     setting); primary: the ranking metric (None: no ranking figures)."""
     ok = ok_cells(cells)
     specs = []
@@ -205,6 +252,14 @@ def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: p
                                     "cells)", "bound_terms", terms.head(12).rename(
                                         columns={"total": "bound", "measured_gap": "gap"}),
                                     {"label_cols": ["loss", "arch", "k", "tau"]}))
+    if primary and primary in ok and "train_seconds" in ok and (
+            ok[[primary, "train_seconds"]].notna().all(axis=1).any()):
+        points = cost_points(ok, primary)
+        specs.append(FigureSpec("pareto_train_seconds", f"{lookup(primary).label} against "
+                                "training time, one point per setting (means over seeds); "
+                                "ringed: the Pareto front (no setting is both cheaper and "
+                                "better)", "pareto", points,
+                                {"metric": primary, "cost": "train_seconds"}))
     if len(ok) and "loss" in ok:
         top = ok.drop_duplicates("loss")  # cells come best first
         labels = [f"{r.loss} ({r.arch}, k={r.k}, τ={r.tau:g})" if {"arch", "k", "tau"} <= set(ok)

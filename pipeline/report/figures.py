@@ -240,6 +240,27 @@ def variant_comparison(table: pd.DataFrame, metric: str,
     return save(fig)
 
 
+def pareto(table: pd.DataFrame, metric: str, cost: str = "train_seconds") -> Drawing:
+    """``metric`` against ``cost`` (log x): the points of
+    :func:`~pipeline.report.figure_plan.cost_points`, one colour per loss; the Pareto front's
+    points ringed and joined by a step line (cheapest first)."""
+    check_columns(table, [cost, metric, "front"], "table columns")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    groups = table.groupby("loss", sort=True) if "loss" in table else [("all", table)]
+    for name, part in groups:
+        ax.scatter(part[cost], part[metric], s=24, alpha=0.8, label=str(name))
+    front = table[table["front"].astype(bool)].sort_values(cost)
+    if len(front):
+        ax.scatter(front[cost], front[metric], s=90, facecolors="none", edgecolors="k",
+                   linewidths=1.2, label="Pareto front")
+        ax.step(front[cost], front[metric], where="post", color="k", linewidth=0.8, alpha=0.6)
+    ax.set_xscale("log")
+    ax.set(xlabel=_ylabel(cost), ylabel=_ylabel(metric))
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return save(fig)
+
+
 def draw(spec: FigureSpec, norms: Mapping[str, np.ndarray] | None = None) -> Drawing:
     """Draw ``spec``; norms: cell id → its held-out embedding norms (needed by
     ``norm_histograms`` only, for the cells :func:`norm_cells` names)."""
@@ -259,4 +280,4 @@ __all__ = ["CV_AXES", "DRAW", "MAX_LINES", "Drawing", "FigureSpec", "draw", "hue
 DRAW: dict[str, Callable[..., Drawing]] = {
     "metric_vs": metric_vs, "pass_rate_vs_epoch": pass_rate_vs_epoch,
     "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k,
-    "critical_difference": critical_difference}
+    "critical_difference": critical_difference, "pareto": pareto}

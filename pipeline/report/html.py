@@ -15,7 +15,9 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
+from pipeline.metrics import NOT_MEASURED, lookup
 from pipeline.report.board import Board
 from pipeline.report.render import axis_header, entry, fmt_interval, fmt_value, is_missing, pct
 
@@ -172,12 +174,38 @@ def _details(board: Board, i: int) -> str:
     items += [("seeds (ok / failed)", f"{fmt_value(row['n_seeds'])} / {fmt_value(row['failed'])}",
                "")]
     for col in ("cell_ids", "code_fingerprint", "git_sha", "params_hash", "dataset_hash",
-                "hardware", "wall_seconds"):
+                "hardware", "device", "wall_seconds"):
         if col in row and not is_missing(row[col]) and str(row[col]):
             items.append((col, fmt_value(row[col]), ""))
+    items += _cost_items(row)
     body = "".join(f'<div title="{escape(tip)}"><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>'
                    for k, v, tip in items)
     return f'<dl class="details">{body}</dl>'
+
+
+# the aggregate's cost columns (pipeline.report.tables.COST_TOTALS) under the registry's words
+_COST_ITEMS = (("train_seconds_total", "train_seconds", "total over the row's cells"),
+               ("peak_rss_bytes_max", "peak_rss_bytes", "largest of the row's cells"),
+               ("cuda_peak_bytes_max", "cuda_peak_bytes", "largest of the row's cells"),
+               ("energy_joules_total", "energy_joules", "total over the row's cells"))
+
+
+def _cost_items(row: Any) -> list[tuple[str, str, str]]:
+    """(label, value, tooltip) of what the row's cells cost; energy says "not measured" (and
+    the counters read, when it was) rather than leaving a gap."""
+    out = []
+    for col, base, how in _COST_ITEMS:
+        if col not in row:
+            continue
+        m = lookup(base)
+        if is_missing(row[col]) and base != "energy_joules":
+            continue
+        value = (NOT_MEASURED if is_missing(row[col]) else m.text(row[col]))
+        out.append((f"{m.header}, {how.split(' ')[0]}", value, f"{m.tooltip} ({how})"))
+    source = row.get("energy_source")
+    if isinstance(source, str) and source and source != NOT_MEASURED:
+        out.append(("energy counters", source, "what the energy total adds up"))
+    return out
 
 
 def _row(board: Board, i: int) -> str:

@@ -9,14 +9,15 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.metrics import is_metric, lookup
+from pipeline.metrics import COST_METRICS, NOT_MEASURED, is_metric, lookup
 from pipeline.report.controls import (
     CONTROL_STATS,
     control_columns,
     sibling_columns,
     supervised_columns,
 )
-from pipeline.report.tables import axes_in
+from pipeline.report.render import fmt_value, is_missing
+from pipeline.report.tables import axes_in, cost_totals
 
 REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
 HEAD, BACKBONE = "head", "backbone"  # the stats table's layers (stages/stats.py)
@@ -26,6 +27,10 @@ BOUND_COLUMNS = {"total": "bound", "measured_gap": "gen_gap", "tightness": "tigh
                  "vacuous": "vacuous", "bound_status": "bound_status"}
 # what each cell.json may carry about where and how the cell was made
 RECORD_PROVENANCE = ("code_fingerprint", "git_sha", "dataset_hash", "hardware")
+# what each cell.json may carry about what the cell cost (pipeline/runtime/cost.py): numbers
+# (None where not measured, NaN in the table) and text
+RECORD_COST = (*COST_METRICS, "rss_start_bytes")
+RECORD_COST_TEXT = ("device", "device_name", "energy_source")
 
 
 def _stat_columns(stats: pd.DataFrame) -> list[str]:
@@ -90,7 +95,9 @@ def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd
     ``delta_``, ``changed_`` at ``level``). The backbone's rows (``layer = backbone``, encoders
     with a head) give the same columns prefixed ``backbone_`` (``backbone_cv``,
     ``backbone_norm_cv``, ``backbone_control_cv``, ``backbone_supervised_cv``...); a backbone's
-    failed statistics do not fail the cell. search, bounds: one row per cell.
+    failed statistics do not fail the cell. search, bounds: one row per cell. What each cell
+    cost comes from its record (:data:`RECORD_COST`, :data:`RECORD_COST_TEXT`): NaN and
+    ``energy_source = "not measured"`` where the record has no value.
     """
     board = grid.copy()
     for key in ("final_loss", "wall_seconds"):
@@ -98,6 +105,13 @@ def join(grid: pd.DataFrame, records: Mapping[str, Mapping[str, Any]], stats: pd
     for key in RECORD_PROVENANCE:  # unless the grid already says (a newer train stage may)
         if key not in board:
             board[key] = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key, ""))
+    for key in RECORD_COST:
+        values = board.cell_id.map(lambda c, key=key: records.get(c, {}).get(key))
+        board[key] = pd.to_numeric(values, errors="coerce").astype(float)
+    for key in RECORD_COST_TEXT:  # a record without them measured nothing
+        default = NOT_MEASURED if key == "energy_source" else ""
+        board[key] = board.cell_id.map(
+            lambda c, key=key, default=default: records.get(c, {}).get(key) or default)
     board["reason"] = board["reason"].fillna("") if "reason" in board else ""
     board["params_hash"] = params_hash
     board = _layer_columns(board, layer_rows(stats, HEAD), final_epoch, level)
@@ -204,3 +218,32 @@ def merge_runs(tables: Sequence[tuple[str, pd.DataFrame]],
     out.attrs["split_by"] = split_by
     return out
 
+
+
+MIB = 2**20
+Table = tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]
+
+
+def cost_tables(cells: pd.DataFrame, by: str = "loss") -> tuple[Table, ...]:
+    """The board's table of what the cells cost per ``by`` value (:func:`tables.cost_totals`):
+    (title, header, rows as text); memory in MiB (2^20 bytes), energy "not measured" where a
+    cell of the row has no reading. Empty (no table) when no cell recorded its training time."""
+    if "train_seconds" not in cells or not cells["train_seconds"].notna().any():
+        return ()
+    table = cost_totals(cells, by)
+
+    def text(value: Any, scale: float = 1.0, missing: str = "–") -> str:
+        return missing if is_missing(value) else fmt_value(float(value) / scale)
+
+    header = (by, "Cells (ok)", "Train time total (s)", "Wall time total (s)",
+              "Samples/s (median)", "Peak RSS max (MiB)", "CUDA peak max (MiB)",
+              "Energy total (J)")
+    rows = tuple((str(r[by]), f"{r['cells']} ({r['ok']})", text(r.get("train_seconds_total")),
+                  text(r.get("wall_seconds")), text(r.get("samples_per_second_median")),
+                  text(r.get("peak_rss_bytes_max"), MIB), text(r.get("cuda_peak_bytes_max"), MIB),
+                  text(r.get("energy_joules_total"), missing=NOT_MEASURED))
+                 for r in table.to_dict("records"))
+    devices = sorted({str(d) for d in cells.get("device", pd.Series(dtype=str)) if d})
+    title = (f"What the cells cost, per {by} (totals over its cells"
+             + (f"; device {', '.join(devices)}" if devices else "") + ")")
+    return ((title, header, rows),)

@@ -20,8 +20,17 @@ from pipeline.stats.inference import welch_tie
 from pipeline.stats.uncertainty import check_level
 
 # per-cell provenance, one joined value per row of an aggregate
-PROVENANCE = ("cell_ids", "code_fingerprint", "git_sha", "params_hash", "dataset_hash",
-              "hardware", "source", "wall_seconds")
+JOINED = ("code_fingerprint", "git_sha", "params_hash", "dataset_hash", "hardware", "device",
+          "energy_source", "source")
+# what a group of cells cost: column -> (per-cell column, how the group's values combine):
+# ``sum`` over the cells that have a value (NaN when none has), ``sum_all`` NaN unless every cell
+# has one (an energy total of some cells is no total), ``max`` the largest
+COST_TOTALS = {"wall_seconds": ("wall_seconds", "sum"),
+               "train_seconds_total": ("train_seconds", "sum"),
+               "energy_joules_total": ("energy_joules", "sum_all"),
+               "peak_rss_bytes_max": ("peak_rss_bytes", "max"),
+               "cuda_peak_bytes_max": ("cuda_peak_bytes", "max")}
+PROVENANCE = ("cell_ids", *JOINED, *COST_TOTALS)
 
 
 def present(columns: Sequence[str], board: pd.DataFrame) -> list[str]:
@@ -84,14 +93,51 @@ def _join_unique(values: pd.Series) -> str:
     return ",".join(sorted(seen))
 
 
+def cost_total(values: pd.Series, how: str) -> float:
+    """One group's cost from its cells' values, as :data:`COST_TOTALS` says (``sum``,
+    ``sum_all``, ``max``); NaN when there is nothing to combine."""
+    x = pd.to_numeric(values, errors="coerce").astype(float)
+    if how == "max":
+        return float(x.max()) if x.notna().any() else np.nan
+    if how == "sum_all" and (x.isna().any() or not len(x)):
+        return np.nan
+    if how in ("sum", "sum_all"):
+        return float(x.sum(min_count=1))
+    raise ValueError(f"how = {how!r}: allowed: sum, sum_all, max")
+
+
 def _provenance(cells: pd.DataFrame) -> dict[str, object]:
     out: dict[str, object] = {"cell_ids": _join_unique(cells["cell_id"]) if "cell_id" in cells
                               else ""}
-    for col in PROVENANCE[1:-1]:
+    for col in JOINED:
         out[col] = _join_unique(cells[col]) if col in cells else ""
-    out["wall_seconds"] = (float(cells["wall_seconds"].sum(min_count=1)) if "wall_seconds" in cells
-                           else np.nan)
+    for col, (source, how) in COST_TOTALS.items():
+        if source in cells:
+            out[col] = cost_total(cells[source], how)
+        elif col == "wall_seconds":
+            out[col] = np.nan
     return out
+
+
+def cost_totals(board: pd.DataFrame, by: str = "loss") -> pd.DataFrame:
+    """What the cells cost per value of ``by`` (every value of the column, and an ``all`` row
+    last): ``cells`` and ``ok``; :data:`COST_TOTALS` over each group's cells (failed cells
+    included: they ran too); ``samples_per_second_median`` over its ok cells. A board without
+    ``by`` gets the ``all`` row only. Columns the board lacks are left out."""
+    parts = list(board.groupby(by, sort=True)) if by in board else []
+    rows = []
+    for key, part in [*parts, ("all", board)]:
+        row: dict[str, object] = {by: key, "cells": int(len(part)),
+                                  "ok": int(len(ok_cells(part)))}
+        for col, (source, how) in COST_TOTALS.items():
+            if source in part:
+                row[col] = cost_total(part[source], how)
+        if "samples_per_second" in part:
+            rate = pd.to_numeric(ok_cells(part)["samples_per_second"], errors="coerce")
+            row["samples_per_second_median"] = (float(rate.median()) if rate.notna().any()
+                                                else np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _group_row(cells: pd.DataFrame, metrics: Sequence[str], level: float) -> dict[str, object]:

@@ -13,7 +13,7 @@ import platform
 import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,9 @@ import pandas as pd
 import torch
 
 from pipeline.datasets import Dataset
+from pipeline.encoders.device import pick_device
 from pipeline.grid import Cell
-from pipeline.runtime import failures, layout, storage, weights
+from pipeline.runtime import cost, failures, layout, storage, weights
 from pipeline.runtime.store import checksums, publish
 from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
@@ -53,6 +54,22 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
         "hardware": f"{platform.node()} {platform.machine()} torch {torch.__version__}",
         **meta,
     }
+
+
+def _cost_record(cell: Cell, status: str, history: list[dict[str, float]],
+                 meter: cost.CostMeter | None) -> dict[str, Any]:
+    """What the cell cost (:mod:`pipeline.runtime.cost`): ``train_seconds`` and
+    ``samples_per_second`` of its training history (None for a failed cell), and the meter's
+    device, peak memory and energy over training and export (for a failed cell too, up to the
+    failure; None where it never started)."""
+    seconds, rate = (cost.throughput([h["seconds"] for h in history], cell.n,
+                                     cell.train.batch_size) if status == "ok" else (None, None))
+    measured: dict[str, Any] = (meter.cost.as_record()
+                                if meter is not None and meter.cost is not None
+                                else {f.name: None for f in fields(cost.Cost)})
+    if measured["energy_source"] is None:
+        measured["energy_source"] = cost.NOT_MEASURED
+    return {"train_seconds": seconds, "samples_per_second": rate, **measured}
 
 
 def dead_units(z: np.ndarray) -> np.ndarray:
@@ -120,7 +137,9 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     units (see :func:`_write_views`). Every file is written to a
     staging folder of this writer's own beside ``folder``, published at the end (on object
     stores: file by file, ``cell.json`` last), so a reader never sees a half-written cell, and
-    the record lists each file's size and SHA-256 so that later damage is seen. Publishing is
+    the record lists each file's size and SHA-256 so that later damage is seen, and what the
+    cell cost (:func:`_cost_record`: training seconds and rate, peak memory, device, energy:
+    outputs, like ``wall_seconds``, never part of the cell's id or version). Publishing is
     first-writer-wins (:func:`pipeline.runtime.store.publish`): if a done cell is already at
     ``folder``, it stays and the outcome is its record, ``reused``.
     """
@@ -146,8 +165,11 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     history: list[dict[str, float]] = []
     compute = None
     kind = ""
+    meter: cost.CostMeter | None = None
     try:
-        history, compute = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
+        meter = cost.CostMeter(pick_device(cell.train.device))
+        with meter:
+            history, compute = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
         status, reason = "ok", ""
     except DivergedError as err:
         status, reason, kind = "failed", f"diverged: {err}", failures.CELL
@@ -157,6 +179,7 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     wall = time.perf_counter() - start
     record = _record(cell, status, reason, started, wall, meta, history)
     record["compute"] = compute  # the precision and memory format that trained it (auto: measured)
+    record |= _cost_record(cell, status, history, meter)
     if kind:
         record["failure_class"] = kind  # environment: retried on the next run (store.inspect)
     if status == "ok":

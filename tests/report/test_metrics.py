@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.metrics import METRICS, Metric, is_metric, lookup, metric_columns
+from pipeline.metrics import COST_METRICS, METRICS, Metric, is_metric, lookup, metric_columns
 
 
 def test_every_entry_is_complete():
@@ -12,7 +12,7 @@ def test_every_entry_is_complete():
         assert m.name == name and m.label and m.description and m.reference
         assert m.better in ("higher", "lower", "neither")
         format(1.0, m.format)  # a valid format spec
-        assert m.unit in ("", "%", "nats")
+        assert m.unit in ("", "%", "nats", "s", "1/s", "bytes", "J")
 
 
 def test_directions_of_the_ranked_metrics():
@@ -20,6 +20,8 @@ def test_directions_of_the_ranked_metrics():
     assert lookup("eff_rank").higher is True and lookup("align").higher is False
     for name in ("cv", "ad_mean", "ad_pass_frac", "dp_pass_frac", "risk_k", "bound", "ce"):
         assert not lookup(name).ranked, name  # properties to report, or not comparable
+    for name in COST_METRICS:  # depend on the machine and its load: reported, never ranked
+        assert not lookup(name).ranked, name
 
 
 @pytest.mark.parametrize(("name", "base", "label", "better"), [
