@@ -1,9 +1,17 @@
-"""Report stage: build the report from the stage tables, write it under reports/, log to MLflow."""
+"""Report stage: build the report from the stage tables, write it under reports/, log to MLflow.
+
+MLflow (:func:`track`) gets each cell's report metrics in its training's run, only those whose
+value changed (one ``log_batch`` per such run), and reports/ as the artifacts of the workspace's
+train run, or of a report run of its own; a rerun that writes the same reports logs nothing and
+creates no run.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -69,17 +77,54 @@ def _run_metrics(runs: dict, grid: pd.DataFrame,
     return out
 
 
+REPORTS_TAG = "cbench.reports"  # on the run holding reports/: the folder's digest (folder_digest)
+
+
+def folder_digest(folder: Path) -> str:
+    """sha256 (hex) over every file under ``folder``: its path relative to ``folder`` and its
+    bytes, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        name = path.relative_to(folder).as_posix().encode("utf-8")
+        data = path.read_bytes()
+        digest.update(b"%d:%s%d:" % (len(name), name, len(data)))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def track(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[str, float]]],
+          reports: Path) -> tuple[int, str | None]:
+    """Log the report: each cell's ``metrics`` (cell id → (name, value)) into its training's run,
+    those already logged with the same value left out (:meth:`Tracker.log_changed`), and the
+    folder ``reports`` as artifacts (``reports/``) of the newest invocation run of this
+    workspace when that is a train run without reports yet (the train run of this
+    ``dvc repro``), else of a new, finished report run; nothing when the newest invocation
+    already holds these very reports (:func:`folder_digest`). Returns (how many runs got
+    metrics, the id of the run that got the reports or None)."""
+    runs = tracker.cell_runs()
+    logged = tracker.log_changed(runs.values(), _run_metrics(runs, grid, metrics))
+    digest = folder_digest(reports)
+    newest = tracker.newest_invocation()
+    tags = newest.data.tags if newest is not None else {}
+    if tags.get(REPORTS_TAG) == digest:
+        return logged, None
+    own = not (tags.get("cbench.stage") == "train" and REPORTS_TAG not in tags)
+    run_id = tracker.start_parent("report", {}) if own else str(newest.info.run_id)
+    tracker.client.log_artifacts(run_id, str(reports), artifact_path="reports")
+    tracker.client.set_tag(run_id, REPORTS_TAG, digest)
+    if own:
+        tracker.end(run_id)
+    return logged, run_id
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv:
         return ctx.usage_error("report", argv)
     params, grid = ctx.resolved_params(), ctx.read_grid()
     report = build(read_inputs(params, grid))
     write(report, ctx.REPORTS, read_norms(grid, norm_cells(report.figures)))
-    tracker = Tracker(ctx.tracking_uri(params), params.tracking.experiment)
-    for run_id, metrics in _run_metrics(tracker.cell_runs(), grid, report.mlflow).items():
-        tracker.log(run_id, metrics=metrics)
-    parent = tracker.invocation_parent() or tracker.start_parent("report", {})
-    tracker.client.log_artifacts(parent, str(ctx.REPORTS), artifact_path="reports")
+    track(Tracker(ctx.tracking_uri(params), params.tracking.experiment), grid, report.mlflow,
+          ctx.REPORTS)
     print(f"report: leaderboard of {len(report.cells)} cells ({report.failed} failed) -> "
           f"{(ctx.REPORTS / 'leaderboard.md').resolve()}")
     if report.failed:

@@ -5,6 +5,8 @@
 (:func:`pipeline.runtime.grid_run.train`, :func:`pipeline.runtime.executor.run_cells`), logs each
 cell to its single MLflow run as it finishes, and then logs the reused cells whose run is missing
 or unfinished (:func:`sync_runs`: e.g. a driver died after the cell), each under the cell's claim.
+The invocation's parent run is created with the first cell it logs: a rerun with every cell done
+and logged creates no MLflow run.
 It returns the manifest rows (``data/grid.json``) with what was done; the train stage writes
 them. A failing cell does not stop the grid.
 """
@@ -34,7 +36,7 @@ from pipeline.runtime.grid_run import (
 )
 from pipeline.runtime.storage import Dir
 from pipeline.runtime.store import inspect, store_root
-from pipeline.runtime.tracking import Tracker, record_cell, run_key
+from pipeline.runtime.tracking import Invocation, Tracker, record_cell, run_key
 
 ACTIONS = ("done", "failed", "stale", "train")  # what grid_run.plan decides for a cell
 
@@ -81,13 +83,13 @@ def train_grid(params: Params) -> TrainedGrid:
     print(_plan_line(entries, todo, count, policy))
     tracker = Tracker(tracking_uri(params), params.tracking.experiment)
     sha = git_sha()
-    parent = tracker.start_parent("train", {"git_sha": sha, "n_cells": str(len(entries))})
+    parent = Invocation(tracker, "train", {"git_sha": sha, "n_cells": str(len(entries))})
     meta = {"git_sha": sha, "dataset_hash": dataset.content_hash(), "code_version": __version__}
     runs = tracker.cell_runs()
 
     def on_done(entry: Entry, outcome: CellOutcome) -> None:
         if outcome.record:
-            record_cell(tracker, parent, outcome.record, outcome.history, runs)
+            record_cell(tracker, parent.run_id, outcome.record, outcome.history, runs)
         if outcome.status != "ok":
             print(f"\ntrain: cell {outcome.cell_id} failed: {outcome.reason.splitlines()[0]}",
                   file=sys.stderr)
@@ -113,9 +115,11 @@ def train_grid(params: Params) -> TrainedGrid:
     if synced:
         print(f"train: logged {synced} done cells that had no finished MLflow run")
     got = TrainedGrid(manifest(entries, outcomes), trained, reused, count["done"], synced, root)
-    tracker.log(parent, metrics=[("cells", len(got.rows), 0), ("cells_failed", got.failed, 0),
-                                 ("cells_trained", len(trained), 0)])
-    tracker.end(parent)  # the invocation succeeded, whatever some cells did
+    if todo or parent.started:  # work was done: the invocation has its run
+        tracker.log(parent.run_id, metrics=[("cells", len(got.rows), 0),
+                                            ("cells_failed", got.failed, 0),
+                                            ("cells_trained", len(trained), 0)])
+        tracker.end(parent.run_id)  # the invocation succeeded, whatever some cells did
     return got
 
 
@@ -148,11 +152,12 @@ def manifest(entries: Sequence[Entry], outcomes: Mapping[str, CellOutcome]) -> l
     return rows
 
 
-def sync_runs(tracker: Tracker, parent: str, entries: Sequence[Entry],
+def sync_runs(tracker: Tracker, parent: Invocation, entries: Sequence[Entry],
               outcomes: Mapping[str, CellOutcome], runs: Mapping[str, Any],
               claims: Claims) -> int:
     """Log reused cells whose run is missing or unfinished (e.g. a driver died after the cell),
-    under the cell's claim so that no other driver logs it at the same time; how many."""
+    under the cell's claim so that no other driver logs it at the same time, as children of
+    ``parent`` (created with the first of them); how many."""
     synced = 0
     for e in first_per_training(entries):  # one run per training
         if e.key in outcomes or e.action not in ("done", "failed", "stale"):
@@ -168,7 +173,7 @@ def sync_runs(tracker: Tracker, parent: str, entries: Sequence[Entry],
                 history = []
                 if e.record.get("status") == "ok":
                     history = storage.read_frame(e.folder / layout.HISTORY).to_dict("records")
-                record_cell(tracker, parent, e.record, history)
+                record_cell(tracker, parent.run_id, e.record, history)
                 synced += 1
         finally:
             claims.release(key)

@@ -1,11 +1,14 @@
-"""MLflow: one parent run per invocation, exactly one run per cell version, batched logging.
+"""MLflow: a parent run per invocation that logs, exactly one run per cell version, batches.
 
-The driver is the single writer (the local store is one SQLite file). A cell's run is looked up
-by its ``cell_id`` and ``cell_version`` tags before one is created, so resumed or repeated
-invocations never duplicate it (and drivers sharing a store create it only under the cell's
-claim). A run carries the cell's real start and end time, MLflow's source tags and its dataset
-as an input; the experiment opens in the UI's model-training view. Metrics go in batches: one
-``log_metric`` into SQLite costs ~6 ms here, a batch ~80 µs per metric.
+An invocation's parent run is created when its first child needs it (:class:`Invocation`), so a
+rerun with nothing to do adds no run. The driver is the single writer (the local store is one
+SQLite file). A cell's run is looked up by its ``cell_id`` and ``cell_version`` tags before one
+is created, so resumed or repeated invocations never duplicate it (and drivers sharing a store
+create it only under the cell's claim). A run carries the cell's real start and end time,
+MLflow's source tags and its dataset as an input; the experiment opens in the UI's
+model-training view. Metrics go in batches: one ``log_metric`` into SQLite costs ~6 ms here, a
+batch ~80 µs per metric; a batch holds one run's data (MLflow's API has none across runs), and
+:meth:`Tracker.log_changed` leaves out the values a run already holds.
 
 The tracking URI is ``$MLFLOW_TRACKING_URI`` when it is set (MLflow's own convention: a cluster
 passes it, with ``MLFLOW_TRACKING_USERNAME`` / ``_PASSWORD`` / ``_TOKEN``, which MLflow reads
@@ -77,23 +80,33 @@ class Tracker:
             if exp is not None and exp.tags.get(EXPERIMENT_KIND[0]) is None:
                 self.client.set_experiment_tag(self.experiment_id, *EXPERIMENT_KIND)
 
-    def start_parent(self, stage: str, tags: Mapping[str, str]) -> str:
-        name = f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run = self.client.create_run(self.experiment_id, run_name=name,
+    def start_parent(self, stage: str, tags: Mapping[str, str],
+                     start_time: int | None = None) -> str:
+        """A new invocation run of ``stage``; start_time: ms since the epoch (default: now)."""
+        start = time.time() if start_time is None else start_time / 1000
+        name = f"{stage}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(start))}"
+        run = self.client.create_run(self.experiment_id, start_time=start_time, run_name=name,
                                      tags={"cbench.kind": "invocation", "cbench.stage": stage,
                                            **_origin(), **tags})
         return str(run.info.run_id)
 
-    def invocation_parent(self, stage: str = "train") -> str | None:
-        """The run of the newest ``stage`` invocation of this workspace on this host (the one of
-        this ``dvc repro``), or None."""
-        origin = {"cbench.kind": "invocation", "cbench.stage": stage, **_origin()}
+    def newest_invocation(self, stage: str | None = None) -> Any:
+        """The run of the newest invocation of this workspace on this host, of ``stage`` (any
+        stage when None), or None."""
+        origin = {"cbench.kind": "invocation", **({"cbench.stage": stage} if stage else {}),
+                  **_origin()}
         if any("'" in v for v in origin.values()):
             return None  # not expressible in a filter string: the caller starts its own run
         where = " and ".join(f"tags.`{k}` = '{v}'" for k, v in origin.items())
         runs = self.client.search_runs([self.experiment_id], where,
                                        order_by=["attributes.start_time DESC"], max_results=1)
-        return str(runs[0].info.run_id) if runs else None
+        return runs[0] if runs else None
+
+    def invocation_parent(self, stage: str = "train") -> str | None:
+        """The run id of the newest ``stage`` invocation of this workspace on this host (the one
+        of this ``dvc repro``), or None."""
+        run = self.newest_invocation(stage)
+        return str(run.info.run_id) if run is not None else None
 
     def end(self, run_id: str, failed: bool = False, end_time: int | None = None) -> None:
         status = RunStatus.to_string(RunStatus.FAILED if failed else RunStatus.FINISHED)
@@ -150,6 +163,23 @@ class Tracker:
                                   params=[e for e in chunk if isinstance(e, Param)],
                                   tags=[e for e in chunk if isinstance(e, RunTag)])
 
+    def log_changed(self, runs: Iterable[Any],
+                    metrics: Mapping[str, Iterable[tuple[str, float, int]]]) -> int:
+        """(key, value, step) metrics per run id, the metrics whose value differs from the run's
+        latest one left out (``runs``: the runs as :meth:`cell_runs` read them, with their
+        latest metric values), so a rerun that computed the same values logs nothing. One
+        ``log_batch`` per run with a changed metric, the fewest MLflow's API allows: a batch
+        holds one run's data. Returns how many runs were logged."""
+        latest = {str(r.info.run_id): r.data.metrics for r in runs}
+        logged = 0
+        for run_id, entries in metrics.items():
+            now = latest.get(run_id, {})
+            changed = [(k, v, step) for k, v, step in entries if now.get(k) != float(v)]
+            if changed:
+                self.log(run_id, metrics=changed)
+                logged += 1
+        return logged
+
     def log_release(self, name: str, commit: str, archive: Path,
                     counts: Mapping[str, int]) -> str:
         """One finished run for the release ``name`` (tags: ``cbench.kind = release``, its name
@@ -164,6 +194,29 @@ class Tracker:
         self.client.log_artifact(run_id, str(archive))
         self.end(run_id)
         return run_id
+
+
+class Invocation:
+    """The parent run of one invocation, created when a child run first needs it (:attr:`run_id`),
+    with the invocation's start time: an invocation that logs nothing (a rerun with every cell
+    done) leaves no run behind."""
+
+    def __init__(self, tracker: Tracker, stage: str, tags: Mapping[str, str]):
+        self.tracker, self.stage, self.tags = tracker, stage, dict(tags)
+        self.start_time = int(time.time() * 1000)  # ms since the epoch
+        self._run_id: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        """The run's id; the run is created on the first call."""
+        if self._run_id is None:
+            self._run_id = self.tracker.start_parent(self.stage, self.tags, self.start_time)
+        return self._run_id
+
+    @property
+    def started(self) -> bool:
+        """Whether the run exists (:attr:`run_id` was read)."""
+        return self._run_id is not None
 
 
 def _param_str(value: Any) -> str:

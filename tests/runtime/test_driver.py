@@ -1,6 +1,7 @@
 """The train driver in one process (the Ray executor replaced by run_cell in a loop): a second
-run trains nothing and logs nothing, a lost MLflow store is logged again from the cell store
-(one run per training), and stale cells under ``train.on_code_change: fail`` stop the stage."""
+run trains nothing and logs nothing (the tracking database holds the same runs), a lost MLflow
+store is logged again from the cell store (one run per training), and stale cells under
+``train.on_code_change: fail`` stop the stage."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pipeline.runtime import driver
 from pipeline.runtime.cells import run_cell
 from pipeline.runtime.context import GRID, resolved_params, tracking_uri
 from pipeline.runtime.tracking import Tracker
+from tests.conftest import mlflow_runs
 
 pytestmark = pytest.mark.slow  # trains two tiny cells, four drivers' worth of MLflow
 
@@ -64,6 +66,28 @@ def test_a_second_run_reuses_and_a_lost_tracking_store_is_synced(tmp_path, monke
     assert (len(synced.trained), synced.done, synced.synced) == (0, 2, 2)
     assert _finished_runs(lost) == 2
     assert driver.train_grid(lost).synced == 0
+
+
+def test_a_rerun_with_nothing_to_train_creates_no_mlflow_run(tmp_path, monkeypatch,
+                                                             tiny_params):
+    tiny_params["grid"]["k"] = [4]  # one cell
+    _workspace(tmp_path, monkeypatch, tiny_params)
+    params = resolved_params()
+    db = tracking_uri(params).removeprefix("sqlite:///")
+    driver.train_grid(params)
+    first = mlflow_runs(db)  # read back through a client of its own
+    kinds = first["tags.cbench.kind"].fillna("cell").tolist()
+    assert sorted(kinds) == ["cell", "invocation"]  # the work is recorded as before
+    parent = first[first["tags.cbench.kind"] == "invocation"].iloc[0]
+    cell = first[first["tags.cell_id"].notna()].iloc[0]
+    assert cell["tags.mlflow.parentRunId"] == parent.run_id and cell.status == "FINISHED"
+    assert parent["metrics.cells_trained"] == 1 and parent.status == "FINISHED"
+
+    again = driver.train_grid(params)
+    assert (len(again.trained), again.done, again.synced) == (0, 1, 0)
+    after = mlflow_runs(db)
+    assert len(after) == len(first) == 2
+    assert sorted(after.run_id) == sorted(first.run_id)
 
 
 def test_stale_cells_with_on_code_change_fail_stop_the_stage(tmp_path, monkeypatch,

@@ -1,0 +1,153 @@
+"""The report stage's MLflow logging (stages.report.track) against a real SQLite store: each
+cell's report metrics land in its training's run exactly as the one-at-a-time path logged them
+(names, values, steps, runs); values a run already holds are not logged again; reports/ goes to
+the workspace's train run once, and a rerun with the same reports creates no run."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from pipeline.runtime.tracking import Tracker, run_key
+from stages import report
+from tests.conftest import mlflow_runs
+
+EXPERIMENT = "contrastive-bench"  # what tests.conftest.mlflow_runs reads
+
+
+@pytest.fixture
+def grid() -> pd.DataFrame:
+    """Five cells; the last two share one training (they differ in k only)."""
+    return pd.DataFrame({"cell_id": ["c0", "c1", "c2", "c3", "c4"],
+                         "training_id": ["c0", "c1", "c2", "t3", "t3"],
+                         "version": ["v1"] * 5, "loss": ["infonce"] * 5,
+                         "k": [4, 8, 16, 4, 8], "tau": [0.5] * 5})
+
+
+@pytest.fixture
+def values(grid, rng) -> dict[str, list[tuple[str, float]]]:
+    """What Report.mlflow holds: per cell id, (metric name, value)."""
+    names = ["recall_at_1", "recall_at_1_lo", "recall_at_1_hi", "align", "uniform"]
+    return {c: [(n, float(v)) for n, v in zip(names, rng.normal(size=len(names)), strict=True)]
+            for c in grid.cell_id}
+
+
+def _store(tmp_path, grid: pd.DataFrame, experiment: str = EXPERIMENT) -> Tracker:
+    """The experiment ``experiment`` in the SQLite store ``mlruns.db`` (created once: its schema
+    takes seconds), with one finished run per training of ``grid``."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlruns.db'}", experiment)
+    for training in dict.fromkeys(grid.training_id):
+        tracker.end(tracker.cell_run(run_key(training, "v1"), None, {}, existing={}))
+    return tracker
+
+
+def _one_at_a_time(tracker: Tracker, grid: pd.DataFrame, values) -> None:
+    """The report stage's logging before: one log_batch into each run, every metric."""
+    for run_id, metrics in report._run_metrics(tracker.cell_runs(), grid, values).items():
+        tracker.log(run_id, metrics=metrics)
+
+
+def _runs(tracker: Tracker) -> list:
+    """The cell runs of the tracker's experiment, read through a client of their own."""
+    client = MlflowClient(tracking_uri=tracker.uri)
+    return [r for r in client.search_runs([tracker.experiment_id], max_results=1000)
+            if "cell_id" in r.data.tags]
+
+
+def _logged(tracker: Tracker) -> dict[str, dict[str, list[tuple[float, int]]]]:
+    """Training id → metric name → every (value, step) logged, read back from the database."""
+    client = MlflowClient(tracking_uri=tracker.uri)
+    return {r.data.tags["cell_id"]: {
+        k: sorted((m.value, m.step) for m in client.get_metric_history(r.info.run_id, k))
+        for k in r.data.metrics} for r in _runs(tracker)}
+
+
+def _latest(tracker: Tracker) -> dict[str, dict[str, float]]:
+    """Training id → its run's latest value of each metric, as search_runs reads them."""
+    return {r.data.tags["cell_id"]: dict(r.data.metrics) for r in _runs(tracker)}
+
+
+def _reports(tmp_path, text: str):
+    folder = tmp_path / "reports"
+    (folder / "plots").mkdir(parents=True, exist_ok=True)
+    (folder / "leaderboard.md").write_text(text)
+    (folder / "plots" / "a.svg").write_text("<svg/>")
+    return folder
+
+
+def test_changed_metrics_are_logged_as_the_one_at_a_time_path_did(tmp_path, monkeypatch, grid,
+                                                                  values):
+    monkeypatch.chdir(tmp_path)
+    old, new = _store(tmp_path, grid, "one-at-a-time"), _store(tmp_path, grid)
+    _one_at_a_time(old, grid, values)
+    reports = _reports(tmp_path, "board")
+    assert report.track(new, grid, values, reports)[0] == 4  # one batch per training's run
+    expected = _logged(old)
+    assert _logged(new) == expected
+    # from the definition: an unshared cell's run holds its values at step 0; the shared
+    # training's run holds both cells' under the k that tells them apart
+    assert expected["c1"] == {k: [(v, 0)] for k, v in values["c1"]}
+    assert expected["t3"] == {f"{k}/k_{kk}": [(v, 0)] for c, kk in (("c3", 4), ("c4", 8))
+                              for k, v in values[c]}
+
+    # a rerun with the same values logs nothing: no metric row is added
+    assert report.track(new, grid, values, reports) == (0, None)
+    assert _logged(new) == expected
+
+    # one value changed: only its run gets a batch, holding only that metric; the latest values
+    # equal those the one-at-a-time path leaves
+    values["c2"][0] = (values["c2"][0][0], values["c2"][0][1] + 1.0)
+    assert report.track(new, grid, values, reports)[0] == 1
+    _one_at_a_time(old, grid, values)
+    assert _latest(new) == _latest(old)
+    now = _logged(new)
+    assert now["c2"]["recall_at_1"] == sorted([expected["c2"]["recall_at_1"][0],
+                                               (values["c2"][0][1], 0)])
+    assert {c: m for c, m in now.items() if c != "c2"} == {c: m for c, m in expected.items()
+                                                           if c != "c2"}
+    assert {k: v for k, v in now["c2"].items() if k != "recall_at_1"} == \
+        {k: v for k, v in expected["c2"].items() if k != "recall_at_1"}
+
+
+def test_reports_go_once_to_the_train_run_and_a_rerun_creates_no_run(tmp_path, monkeypatch,
+                                                                     grid, values):
+    monkeypatch.chdir(tmp_path)
+    tracker = _store(tmp_path, grid)
+    db = tmp_path / "mlruns.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    train = tracker.start_parent("train", {})
+    reports = _reports(tmp_path, "board")
+    assert report.track(tracker, grid, values, reports)[1] == train  # this repro's train run
+    assert sorted(f.path for f in client.list_artifacts(train, "reports")) == [
+        "reports/leaderboard.md", "reports/plots"]
+    before = mlflow_runs(db)
+
+    assert report.track(tracker, grid, values, reports) == (0, None)  # nothing new
+    after = mlflow_runs(db)
+    assert sorted(after.run_id) == sorted(before.run_id)
+
+    # other reports after a train invocation that already holds its own: a report run
+    changed = _reports(tmp_path, "another board")
+    logged, run_id = report.track(tracker, grid, values, changed)
+    assert logged == 0 and run_id not in (None, train)
+    run = client.get_run(run_id)
+    assert (run.data.tags["cbench.stage"], run.info.status) == ("report", "FINISHED")
+    path = client.download_artifacts(run_id, "reports/leaderboard.md", str(tmp_path / "got"))
+    assert open(path).read() == "another board"
+    assert len(mlflow_runs(db)) == len(before) + 1
+    assert report.track(tracker, grid, values, changed) == (0, None)
+    assert len(mlflow_runs(db)) == len(before) + 1
+
+
+def test_the_folder_digest_changes_with_a_name_or_a_byte(tmp_path):
+    folder = _reports(tmp_path, "board")
+    first = report.folder_digest(folder)
+    assert report.folder_digest(folder) == first
+    (folder / "leaderboard.md").write_text("boarD")
+    assert report.folder_digest(folder) != first
+    (folder / "leaderboard.md").write_text("board")
+    assert report.folder_digest(folder) == first
+    (folder / "leaderboard.md").rename(folder / "leaderboard.txt")
+    assert report.folder_digest(folder) != first
+    assert len(first) == 64
