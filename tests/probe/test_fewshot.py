@@ -312,3 +312,43 @@ def test_the_default_is_off_and_a_file_without_the_keys_reads_as_before(tiny_par
     assert p.shots == [] and p.episodes == 5
     params["probe"].update(shots=[1, 5, 10, 50], episodes=3)
     assert from_mapping(params).probe.shots == [1, 5, 10, 50]
+
+
+# --- the stage on real cells ------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_stage_writes_the_episodes_and_their_summary(tiny_params, tmp_path, monkeypatch,
+                                                         capsys):
+    import yaml
+
+    from pipeline.runtime.context import PROBE, PROBE_FEWSHOT, PROBE_FEWSHOT_SUMMARY
+    from stages import prepare, probe, resolve, train
+
+    tiny_params["data"].update(name="gaussian_mixture", options={"input_dim": 16, "components": 4})
+    tiny_params["grid"].update(arch=["mlp"], k=[4])
+    tiny_params["arch_options"] = {"mlp": {"hidden": [32]}}
+    tiny_params["probe"].update(c_grid=[0.1, 1.0], knn_k=[5, 50], shots=[1, 5, 200],
+                                episodes=2)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CBENCH_STORE", str(tmp_path / "store"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
+    try:
+        for stage in (resolve, prepare, train, probe):
+            assert stage.main([]) == 0, stage.__name__
+    finally:
+        import ray
+
+        ray.shutdown()
+    err = capsys.readouterr().err
+    assert "probe.shots[2] = 200: class" in err and "recorded as failed" in err
+    full = pd.read_parquet(tmp_path / PROBE)
+    assert set(full.probe_status) == {"ok"}
+    table = pd.read_parquet(tmp_path / PROBE_FEWSHOT)
+    ok = table[table.fewshot_status == "ok"]
+    assert len(ok) == 2 * 2 * 2  # shots 1 and 5 × 2 episodes × (head, backbone)
+    assert (table[table.shots == 200].fewshot_status == "failed").all()
+    assert (ok.n_train == 4 * ok.shots).all() and (ok.n_test == 200).all()
+    summary = pd.read_parquet(tmp_path / PROBE_FEWSHOT_SUMMARY)
+    assert len(summary) == 2 * 2 and (summary.episodes == 2).all()
+    assert summary.linear_probe_lo.le(summary.linear_probe_mean).all()
