@@ -41,7 +41,9 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
     return Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                   pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
                   pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
-                  params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE))
+                  params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE),
+                  pd.read_parquet(ctx.PROBE_FEWSHOT_SUMMARY)
+                  if ctx.PROBE_FEWSHOT_SUMMARY.exists() else pd.DataFrame())
 
 
 def read_norms(grid: pd.DataFrame, cell_ids: Sequence[str]) -> dict[str, np.ndarray]:

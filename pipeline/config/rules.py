@@ -171,6 +171,12 @@ def stages(p: Params) -> Iterator[str]:
         if k > d.n_train:
             yield (f"probe.knn_k[{i}] = {k} > data.n_train = {d.n_train}: the kNN's bank is the "
                    "training split")
+    yield from _duplicates("probe.shots", p.probe.shots)
+    for i, shots in enumerate(p.probe.shots):
+        if 2 * shots > d.n_train:  # the probes need two classes, each with shots rows
+            yield (f"probe.shots[{i}] = {shots}: 2 classes × {shots} shots > data.n_train = "
+                   f"{d.n_train}; allowed: shots <= data.n_train / (number of classes), at most "
+                   f"{d.n_train // 2}")
     for i, counts in enumerate(p.geometry.class_counts):
         if p.geometry.d < len(counts) - 1:
             yield (f"geometry.class_counts[{i}] = {counts}: {len(counts)} classes need "

@@ -37,6 +37,7 @@ class Inputs:
     params: Params
     params_hash: str
     probe: pd.DataFrame = field(default_factory=pd.DataFrame)  # data/probe.parquet
+    fewshot: pd.DataFrame = field(default_factory=pd.DataFrame)  # data/probe_fewshot_summary
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,7 @@ def build(inputs: Inputs) -> Report:
     primary = board.primary.name if board.primary is not None else None
     specs = figure_plan.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best,
                              primary, cfg.level)
+    specs += figure_plan.fewshot_specs(inputs.fewshot, cells, cfg.level)
     ranked = ranks.ranks_table(across)
     if across.result is not None and len(ranked) > 1:
         r = across.result.ranking

@@ -270,6 +270,42 @@ def plan(cells: pd.DataFrame, stats: pd.DataFrame, bounds: pd.DataFrame, best: p
     return specs
 
 
+def fewshot_panels(summary: pd.DataFrame, cells: pd.DataFrame, level: float = 0.95,
+                   layer: str = "head") -> ErrorBars | None:
+    """The lines of :func:`pipeline.report.figures.fewshot_vs_shots`: accuracy against shots
+    per class, one panel per score (the linear probe, then the weighted kNN of the smallest k),
+    one line per loss and the raw inputs' line (tagged "raw input"); None without few-shot rows.
+
+    summary: ``data/probe_fewshot_summary.parquet`` (per cell, layer and shots, the mean over
+    episodes ``<score>_mean``). At each shots value a line's point is the mean over the loss's
+    ok cells (seeds and every other axis) of their episode means, with its t-interval over those
+    cells (:func:`pipeline.stats.seed_ci`); the raw line's is over every cell's draws."""
+    if summary.empty or "shots" not in summary or "loss" not in cells:
+        return None
+    part = summary[summary.layer == layer].merge(ok_cells(cells)[["cell_id", "loss"]],
+                                                 on="cell_id")
+    knn = sorted((c for c in part.columns if c.startswith("weighted_knn_")
+                  and c.endswith("_mean")), key=lambda c: int(c.split("_")[2]))
+    scores = [c for c in ("linear_probe_mean", *knn[:1]) if c in part and part[c].notna().any()]
+    if part.empty or not scores:
+        return None
+    panels = tuple(Panel(c.removesuffix("_mean"), (
+        LineSet(c, "", error_lines(part, "shots", c, ["loss"], level)),
+        LineSet(f"raw_{c}", "raw input", error_lines(part, "shots", f"raw_{c}", [], level))))
+        for c in scores)
+    return ErrorBars(("loss",), panels)
+
+
+def fewshot_specs(summary: pd.DataFrame, cells: pd.DataFrame, level: float) -> list[FigureSpec]:
+    """The label-efficiency figure (``fewshot_vs_shots``) when the few-shot table has rows."""
+    bars = fewshot_panels(summary, cells, level)
+    if bars is None:
+        return []
+    return [FigureSpec("fewshot_vs_shots", "Label efficiency: accuracy against labelled examples "
+                       "per class (mean over seeds of the means over episodes; raw inputs "
+                       "dashed)", "fewshot_vs_shots", bars)]
+
+
 def norm_cells(specs: Sequence[FigureSpec]) -> list[str]:
     """The cells whose embedding norms the figures draw (what the caller reads for :func:`draw`)."""
     return [str(c) for s in specs if s.kind == "norm_histograms"

@@ -124,6 +124,29 @@ def metric_vs(bars: ErrorBars, axis: str = "n", metric: str = "cv",
     return save(fig)
 
 
+def fewshot_vs_shots(bars: ErrorBars) -> Drawing:
+    """Accuracy against labelled examples per class (log x axis): the panels of
+    :func:`~pipeline.report.figure_plan.fewshot_panels`, one solid line per loss and the raw
+    inputs' later sets dashed in black."""
+    fig, axes = plt.subplots(1, len(bars.panels), figsize=(6 * len(bars.panels), 4),
+                             sharey=True, squeeze=False)
+    for ax, panel in zip(axes[0], bars.panels, strict=True):
+        first, *rest = panel.sets
+        _lines(ax, first, bars.hue)
+        for dashed in rest:
+            for line in dashed.lines:
+                pts = line.points
+                err = np.vstack([pts["mean"] - pts["lo"], pts["hi"] - pts["mean"]])
+                ax.errorbar(pts["shots"], pts["mean"], yerr=np.nan_to_num(err), marker="s",
+                            capsize=3, linestyle="--", color="black", label=dashed.tag)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="labelled examples per class (shots)", title=_ylabel(str(panel.value)))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("accuracy (fraction)")
+    axes[0][-1].legend(fontsize=7)
+    return save(fig)
+
+
 def pass_rate_vs_epoch(bars: ErrorBars) -> Drawing:
     """AD and DP pass rates (%) against epoch: the two panels of
     :func:`~pipeline.report.figure_plan.pass_rate_panels`, one line style per representation."""
@@ -279,5 +302,6 @@ __all__ = ["CV_AXES", "DRAW", "MAX_LINES", "Drawing", "FigureSpec", "draw", "hue
 
 DRAW: dict[str, Callable[..., Drawing]] = {
     "metric_vs": metric_vs, "pass_rate_vs_epoch": pass_rate_vs_epoch,
+    "fewshot_vs_shots": fewshot_vs_shots,
     "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k,
     "critical_difference": critical_difference, "pareto": pareto}

@@ -37,6 +37,8 @@ SEARCH = DATA / "search.parquet"
 FINITE_K = DATA / "finite_k.parquet"  # CE − R_k per cell, encoder and k
 BOUNDS = DATA / "bounds.parquet"
 PROBE = DATA / "probe.parquet"  # linear probe and weighted kNN per cell, state and layer
+PROBE_FEWSHOT = DATA / "probe_fewshot.parquet"  # few-shot probes per cell, layer, shots, episode
+PROBE_FEWSHOT_SUMMARY = DATA / "probe_fewshot_summary.parquet"  # their means over episodes
 REPORTS = Path("reports")
 
 

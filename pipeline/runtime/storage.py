@@ -391,6 +391,15 @@ def write_dataset(ds: Dataset, path: Location) -> None:
     write_table(table.replace_schema_metadata(meta), path)
 
 
+def read_training_labels(path: Location) -> np.ndarray | None:
+    """The training split's labels of a dataset file (int64), reading the split and label
+    columns only; None when it has none."""
+    fs, inner = filesystem(path)
+    table = pq.read_table(inner, filesystem=fs, columns=["split", "label"])
+    labels = table.filter(pa.compute.equal(table.column("split"), "train")).column("label")
+    return None if labels.null_count == len(labels) else labels.to_numpy().astype(np.int64)
+
+
 def read_dataset(path: Location) -> Dataset:
     fs, inner = filesystem(path)
     table = pq.read_table(inner, filesystem=fs)
