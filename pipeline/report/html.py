@@ -19,7 +19,15 @@ from typing import Any
 
 from pipeline.metrics import NOT_MEASURED, lookup
 from pipeline.report.board import Board
-from pipeline.report.render import axis_header, entry, fmt_interval, fmt_value, is_missing, pct
+from pipeline.report.render import (
+    axis_header,
+    entry,
+    fmt_interval,
+    fmt_value,
+    is_missing,
+    pct,
+    text_columns,
+)
 
 _CSS = """
 body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.25rem;
@@ -261,8 +269,9 @@ def _tables(board: Board) -> str:
     out = []
     for title, header, rows in board.tables:
         head = "".join(f'<th scope="col">{escape(h)}</th>' for h in header)
+        words = text_columns(rows)
         body = "".join("<tr>" + "".join(
-            (f'<td class="num">{escape(c)}</td>' if k else f"<td>{escape(c)}</td>")
+            (f"<td>{escape(c)}</td>" if words[k] else f'<td class="num">{escape(c)}</td>')
             for k, c in enumerate(r)) + "</tr>" for r in rows)
         out.append(f'<h2>{escape(title)}</h2>\n<table class="across"><thead><tr>{head}</tr>'
                    f"</thead><tbody>{body}</tbody></table>")

@@ -13,7 +13,14 @@ import pandas as pd
 
 from pipeline.metrics import is_metric, lookup
 from pipeline.report.board import Board
-from pipeline.report.render import ROW_MARK, Entry, axis_header, fmt_interval, fmt_value
+from pipeline.report.render import (
+    ROW_MARK,
+    Entry,
+    axis_header,
+    fmt_interval,
+    fmt_value,
+    text_columns,
+)
 
 MAX_COLUMNS = 12
 # What a cell's own ± is over (pipeline.stats.intervals): never the variation between trainings
@@ -69,7 +76,9 @@ def to_markdown(board: Board, max_columns: int = MAX_COLUMNS, heading: str = "##
     """The whole leaderboard: title, setting, one table per section, notes, provenance."""
     parts = [f"{heading} {board.title}", "", board.caption, ""]
     for title, header, rows in board.tables:
-        parts += [f"**{title}**", "", table(header, rows, ["l", *("r" for _ in header[1:])])]
+        align = text_columns(rows) or [True]
+        parts += [f"**{title}**", "", table(header, rows, ["l" if align[k] else "r"
+                                                           for k in range(len(header))])]
     for section in board.sections:
         if section.title and len(board.sections) > 1:
             parts += [f"**{section.title}**", ""]

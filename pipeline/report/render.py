@@ -10,6 +10,7 @@ stale cells. Writers style best and tied values themselves (bold, underline, ita
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,16 @@ def fmt_stat(stat: str, value: Any) -> str:
         return MISSING
     metric = METRICS[stat]
     return metric.text(value) + ("%" if metric.unit == "%" else "")
+
+
+def text_columns(rows: Sequence[Sequence[str]]) -> list[bool]:
+    """Per column of a table of text cells, whether it holds words rather than numbers (to align
+    it left): the first column always; another when none of its cells starts like a number
+    ('–' and "not measured" count as neither)."""
+    width = max((len(r) for r in rows), default=0)
+    numeric = [any(c[:1].isdigit() or (c[:1] in "-+" + MINUS and c[1:2].isdigit())
+                   for c in (r[k] for r in rows if k < len(r))) for k in range(width)]
+    return [k == 0 or not numeric[k] for k in range(width)]
 
 
 def fmt_bounds(est: Any, lo: Any = math.nan, hi: Any = math.nan,

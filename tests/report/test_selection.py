@@ -111,3 +111,11 @@ def test_the_search_stage_halves_feed_the_choice():
     assert (n_sel * halves["recall_at_1_select"] + (60 - n_sel) * halves["recall_at_1_report"]
             ) / 60 == pytest.approx(recall_at_k(a, p, ks=(1,))[1])
     assert halves["recall_report_anchors"] == 30
+
+
+def test_text_columns_align_left_and_numbers_right():
+    from pipeline.report.render import text_columns
+    rows = [("dcl", "k = 8, τ = 0.05", "41.2", "39.8 [35.8, 43.9]", "not measured", "−3.1"),
+            ("infonce", "k = 16", "–", "40.1", "not measured", "2")]
+    assert text_columns(rows) == [True, True, False, False, True, False]
+    assert text_columns([]) == []
