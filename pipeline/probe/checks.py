@@ -93,6 +93,24 @@ def encode_labels(reference: np.ndarray, ref_name: str, other: np.ndarray,
     return classes, np.searchsorted(classes, reference), np.searchsorted(classes, other)
 
 
+def probe_inputs(train_x: Any, train_y: Any, test_x: Any, test_y: Any, device: Any,
+                 dtype: torch.dtype) -> tuple[torch.device, torch.Tensor, torch.Tensor,
+                                              np.ndarray, np.ndarray, np.ndarray]:
+    """A probe's checked inputs: (device, train features, test features, classes, train ids,
+    test ids), the ids 0..K−1 (:func:`encode_labels`); ValueError on any bad input, and when
+    the training labels hold fewer than 2 classes."""
+    dev = resolve_device(device, train_x, test_x)
+    xtr = features(train_x, "train_x", dtype, dev)
+    xte = features(test_x, "test_x", dtype, dev, n_cols=xtr.shape[1])
+    ytr_raw = labels(train_y, "train_y", xtr.shape[0], "train_x")
+    yte_raw = labels(test_y, "test_y", xte.shape[0], "test_x")
+    classes, ytr, yte = encode_labels(ytr_raw, "train_y", yte_raw, "test_y")
+    if classes.size < 2:
+        raise ValueError(f"train_y has {classes.size} class ({listed(classes)}): the "
+                         "probe needs at least 2 classes")
+    return dev, xtr, xte, classes, ytr, yte
+
+
 def positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(f"{name} = {value!r}: must be an integer >= 1")

@@ -157,15 +157,8 @@ def fewshot_linear_probe(train_x: Any, train_y: Any, test_x: Any, test_y: Any,
     check_level(level)
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng = {rng!r}: expected a numpy.random.Generator")
-    dev = checks.resolve_device(device, train_x, test_x)
-    xtr = checks.features(train_x, "train_x", dtype, dev)
-    xte = checks.features(test_x, "test_x", dtype, dev, n_cols=xtr.shape[1])
-    ytr_raw = checks.labels(train_y, "train_y", xtr.shape[0], "train_x")
-    yte_raw = checks.labels(test_y, "test_y", xte.shape[0], "test_x")
-    classes, ytr_np, yte_np = checks.encode_labels(ytr_raw, "train_y", yte_raw, "test_y")
-    if classes.size < 2:
-        raise ValueError(f"train_y has {classes.size} class ({checks.listed(classes)}): the "
-                         "probe needs at least 2 classes")
+    dev, xtr, xte, classes, ytr_np, yte_np = checks.probe_inputs(train_x, train_y, test_x,
+                                                                 test_y, device, dtype)
     k, n = int(classes.size), xtr.shape[0]
     xtr, xte = standardize(xtr, xte)
     ytr = torch.from_numpy(ytr_np).to(dev)
