@@ -3,7 +3,8 @@
 One record per cell of the grid: its configuration (the grid axes), its identity (cell id,
 training id, version, code fingerprint, dataset digest, params hash), its status and the reason
 when it failed, its headline metrics each with the interval the cell itself has and what that
-interval is over, and its cost (training wall time). The metrics are the registry's base
+interval is over, and its cost (wall and training seconds, samples per second, peak memory,
+device, energy where measured). The metrics are the registry's base
 metrics (:mod:`pipeline.metrics`) that the grid measured; derived columns (controls, layers,
 representations) stay in ``cells.csv``, which ships beside it.
 
@@ -29,6 +30,13 @@ FORMAT = "contrastive-bench/results@1"
 IDENTITY = ("cell_id", "training_id", "version", "code_fingerprint", "dataset_hash",
             "params_hash", "git_sha")
 STATUSES = ("ok", "failed", "pending", "stale")
+
+
+# what a cell cost (cells.csv, from its cell.json: pipeline/runtime/cost.py); null or "" where
+# the cell did not record it (energy: "not measured" in energy_source)
+COST_NUMBERS = ("wall_seconds", "train_seconds", "samples_per_second", "peak_rss_bytes",
+                "cuda_peak_bytes", "energy_joules")
+COST_TEXT = ("hardware", "device", "energy_source")
 
 
 def _number(value: Any) -> float | None:
@@ -82,8 +90,8 @@ def cell_records(cells: pd.DataFrame) -> list[dict[str, Any]]:
             "status": _text(row.get("status")) or "pending",
             "reason": _text(row.get("reason")),
             "metrics": metrics,
-            "cost": {"wall_seconds": _number(row.get("wall_seconds")),
-                     "hardware": _text(row.get("hardware"))},
+            "cost": {**{k: _number(row.get(k)) for k in COST_NUMBERS},
+                     **{k: _text(row.get(k)) for k in COST_TEXT}},
             "reproduced": _text(row.get("reproduced")),
         })
     return records
@@ -128,8 +136,9 @@ def schema() -> dict[str, Any]:
                         "additionalProperties": metric},
             "cost": {"type": "object", "additionalProperties": False,
                      "required": ["wall_seconds", "hardware"],
-                     "properties": {"wall_seconds": {"type": ["number", "null"], "minimum": 0},
-                                    "hardware": {"type": "string"}}},
+                     "properties": {**{k: {"type": ["number", "null"], "minimum": 0}
+                                       for k in COST_NUMBERS},
+                                    **{k: {"type": "string"} for k in COST_TEXT}}},
             "reproduced": {"type": "string"},
         },
     }

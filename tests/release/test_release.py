@@ -51,7 +51,12 @@ def test_results_validate_and_match_cells_csv(released):
         assert (cv["lo"], cv["hi"]) == (row.cv_lo, row.cv_hi) and "rows" in cv["over"]
         assert "ad_mean" not in record["metrics"]  # NaN: absent, never null or NaN in JSON
         assert "control_cv" not in record["metrics"]  # derived columns stay in cells.csv
-        assert record["cost"]["wall_seconds"] == row.wall_seconds
+        cost = record["cost"]
+        assert cost["wall_seconds"] == row.wall_seconds
+        assert (cost["train_seconds"], cost["peak_rss_bytes"]) == (row.train_seconds,
+                                                                   row.peak_rss_bytes)
+        assert cost["device"] == "cpu" and cost["energy_source"] == "not measured"
+        assert cost["energy_joules"] is None and cost["cuda_peak_bytes"] is None  # not recorded
     assert not any(isinstance(v, float) and math.isnan(v)
                    for c in document["cells"] for m in c["metrics"].values() for v in m.values()
                    if isinstance(v, float))

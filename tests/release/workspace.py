@@ -29,7 +29,10 @@ def cells_frame(shift: dict[str, float] | None = None, seeds: int = 3) -> pd.Dat
                     "loss": loss, "k": k, "tau": 0.5, "tau_schedule": "constant", "n": 256,
                     "arch": "linear", "embed_dim": 8, "batch_size": 64, "seed": seed,
                     "status": "ok", "reason": "", "hardware": "x86_64 torch",
-                    "wall_seconds": 1.0 + seed, "recall_at_1": r1 + rng.normal(0, 0.01),
+                    "wall_seconds": 1.0 + seed, "train_seconds": 0.5 + seed,
+                    "samples_per_second": 512.0, "peak_rss_bytes": 2.0e8 + seed,
+                    "device": "cpu", "energy_source": "not measured",
+                    "recall_at_1": r1 + rng.normal(0, 0.01),
                     "risk_keval": -2.0 + rng.normal(0, 0.01), "risk_keval_se": 0.02,
                     "cv": 0.2, "cv_lo": 0.18, "cv_hi": 0.22, "ad_mean": np.nan,
                     "control_cv": 0.3, "reproduced": np.nan})
