@@ -2,11 +2,15 @@
 horizontal scrolling, has one row per setting sorted by the primary metric with the best value
 highlighted; the URL hash sorts on load, a real header click (DevTools protocol over
 --remote-debugging-pipe, stdlib only) reorders the rows, a row's details open on demand, and a
-screenshot is saved (reports/leaderboard_screenshot.png when run from the repo root)."""
+screenshot is saved (reports/leaderboard_screenshot.png when run from the repo root). A board of
+2000 settings shows 100 rows a page: sort and filter apply to every row before the page is cut
+(checked against the same orders computed here), a link's hash opens its page, and a row's
+details are built from one JSON block when opened (its cell ids: those of the setting's cells)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 import tempfile
@@ -138,3 +142,143 @@ def test_default_grid_fits_1366_and_highlights_the_best(default_page, tmp_path):
     out = _screenshot_path(tmp_path)
     out.write_bytes(base64.b64decode(shot))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 2000
+
+
+LOSSES = ("infonce", "dcl", "weince", "nt_xent")
+
+
+def large_cells(seeds: int = 5) -> pd.DataFrame:
+    """2000 settings (4 losses × 10 k × 10 τ × 5 n) × ``seeds`` seeds, synthetic R@1 and CV."""
+    import itertools
+
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    grid = itertools.product(LOSSES, range(2, 12), range(1, 11), range(100, 600, 100),
+                             range(seeds))
+    return pd.DataFrame([{"loss": loss, "k": k, "tau": tau / 10, "n": n, "seed": s,
+                          "cell_id": f"{loss}-{k}-{tau}-{n}-{s}", "status": "ok", "reason": "",
+                          "recall_at_1": rng.uniform(0.2, 0.45), "cv": rng.uniform(0.05, 0.25)}
+                         for loss, k, tau, n, s in grid])
+
+
+@pytest.fixture(scope="module")
+def large_page(tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFrame, str]:
+    """The leaderboard of 2000 settings × 5 seeds, 100 rows a page (make_board: ~45 s here), and
+    the same board with every row on one page and the details written in."""
+    from pipeline.config import ReportConfig, read_yaml
+
+    cells = large_cells()
+    cfg = ReportConfig.model_validate(read_yaml(ROOT / "params.yaml")["report"]
+                                      | {"columns": ["recall_at_1", "cv"]})
+    b = make_board(cells, cfg)
+    page = to_html(b)
+    path = tmp_path_factory.mktemp("large") / "leaderboard.html"
+    path.write_text(page, encoding="utf-8")
+    return path, b.table, cells, to_html(b, rows_per_page=None, lazy_details=False)
+
+
+SHOWN = ("Array.from(document.querySelectorAll('#board tbody')).filter(g => !g.hidden)"
+         ".map(g => [g.rows[0].cells[0].getAttribute('data-v'), g.rows[0].cells[1].textContent])")
+
+
+def _ranks(table: pd.DataFrame) -> list[list[str]]:
+    """What SHOWN reads from the page for these rows of the board's table: [rank, loss]."""
+    return [[repr(float(r)), loss] for r, loss in zip(table["rank"], table["loss"], strict=True)]
+
+
+def _text(chrome: DevTools, element_id: str) -> str:
+    return chrome.evaluate(f"document.getElementById({element_id!r}).textContent")
+
+
+def test_large_board_pages_sorts_and_filters_every_row(large_page):
+    path, table, cells, _ = large_page
+    assert len(table) == 2000 and len(cells) == 10_000
+    by_k = sorted(range(len(table)), key=lambda j: table["k"].iloc[j])  # stable: rank order
+    by_k_desc = sorted(by_k, key=lambda j: table["k"].iloc[j], reverse=True)  # ties: as before
+    weince = [j for j in by_k_desc if table["loss"].iloc[j] == "weince"]
+    with tempfile.TemporaryDirectory() as profile:
+        chrome = DevTools(profile)
+        try:
+            open_page(chrome, path)
+            assert chrome.evaluate("document.querySelectorAll('#board tr.main').length") == 2000
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[:100])  # page 1, best first
+            assert _text(chrome, "count") == "100 of 2000 rows"
+            assert _text(chrome, "page") == "page 1 of 20"
+            assert chrome.evaluate("document.getElementById('prev').disabled") is True
+            click(chrome, "#next")
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[100:200])
+            assert _text(chrome, "page") == "page 2 of 20"
+            assert chrome.evaluate("location.hash").endswith("&page=2")
+
+            # a row's details on page 2: built from the JSON block on first open
+            g = "document.querySelector('#board tbody:not([hidden])')"
+            assert chrome.evaluate(f"{g}.rows[1].hidden") is True
+            assert chrome.evaluate(f"{g}.rows[1].textContent") == ""
+            click(chrome, "#board tbody:not([hidden]) button.more")
+            assert chrome.evaluate(f"{g}.rows[1].hidden") is False
+            row = table.iloc[100]
+            ids = cells.loc[(cells[["loss", "k", "tau", "n"]] == row[["loss", "k", "tau", "n"]]
+                             .to_numpy()).all(axis=1), "cell_id"]
+            assert len(ids) == 5
+            shown = chrome.evaluate(
+                f"Array.from({g}.rows[1].querySelectorAll('dt')).map(d => [d.textContent,"
+                " d.nextSibling.textContent])")
+            assert set(dict(shown)["cell_ids"].split(",")) == set(ids)
+            assert dict(shown)["seeds (ok / failed)"] == "5 / 0"
+
+            # sort: every row is sorted, then cut into pages (back to page 1)
+            click(chrome, 'th[data-key="k"] button')
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[by_k[:100]])
+            assert _text(chrome, "page") == "page 1 of 20"
+            click(chrome, 'th[data-key="k"] button')  # second click: descending
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[by_k_desc[:100]])
+
+            # filter: over every row, in the sorted order, then paged
+            chrome.evaluate("(() => { const f = document.getElementById('filter');"
+                            " f.value = 'weince'; f.dispatchEvent(new Event('input')); })()")
+            assert len(weince) == 500
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[weince[:100]])
+            assert _text(chrome, "count") == "100 of 2000 rows (500 match)"
+            assert _text(chrome, "page") == "page 1 of 5"
+            for _ in range(4):
+                click(chrome, "#next")
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[weince[400:]])
+            assert chrome.evaluate("document.getElementById('next').disabled") is True
+            assert chrome.evaluate("location.hash") == "#sort=k&dir=desc&filter=weince&page=5"
+        finally:
+            chrome.close()
+
+
+def test_large_board_link_opens_its_page(large_page):
+    """A view's URL hash (sort, filter, page) is read on load."""
+    path, table, _, _ = large_page
+    order = sorted(range(len(table)), key=lambda j: table["recall_at_1_mean"].iloc[j])
+    dcl = [j for j in order if table["loss"].iloc[j] == "dcl"]
+    with tempfile.TemporaryDirectory() as profile:
+        chrome = DevTools(profile)
+        try:
+            target = chrome.call("Target.createTarget", url=path.as_uri()
+                                 + "#sort=recall_at_1&dir=asc&filter=dcl&page=3")["targetId"]
+            chrome.session = chrome.call("Target.attachToTarget", targetId=target,
+                                         flatten=True)["sessionId"]
+            chrome.wait_for("document.body && document.body.dataset.ready === '1'")
+            assert chrome.evaluate(SHOWN) == _ranks(table.iloc[dcl[200:300]])
+            assert _text(chrome, "page") == "page 3 of 5"
+        finally:
+            chrome.close()
+
+
+def test_large_board_details_are_one_json_block(large_page):
+    """The lazy page keeps every row in the HTML but no detail markup: one JSON block, less than
+    half the bytes of the markup it replaces, holds every row's details."""
+
+    path, table, _, eager = large_page
+    page = path.read_text(encoding="utf-8")
+    assert page.count('<tr class="main">') == eager.count('<tr class="main">') == len(table)
+    assert '<dl class="details">' not in page and eager.count('<dl class="details">') == 2000
+    assert page.count('<tbody class="row') - page.count(" hidden><tr") == 100  # one page shown
+    blob = re.search(r'<script type="application/json" id="details">(.*?)</script>', page).group(1)
+    markup = sum(len(d) for d in re.findall(r'<dl class="details">.*?</dl>', eager))
+    assert len(json.loads(blob)["rows"]) == len(table) and len(blob) < markup / 2
+    assert len(eager) - markup < len(page) < len(eager)
