@@ -23,6 +23,8 @@ class DevTools:
     NUL-terminated JSON messages), enough to open a page, click and take a screenshot."""
 
     def __init__(self, profile: str):
+        if CHROMIUM is None:
+            raise RuntimeError("chromium is not on PATH (Debian: apt-get install chromium)")
         to_chrome_r, self._w = os.pipe()
         self._r, from_chrome_w = os.pipe()
 
