@@ -12,7 +12,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from pipeline.cli import compare, diff, leaderboard, release, schema, site, stage, verify
+from pipeline.cli import (
+    compare,
+    diff,
+    leaderboard,
+    release,
+    schema,
+    site,
+    stage,
+    suite,
+    verify,
+)
 from pipeline.cli.common import USAGE_EXIT, Command, Parser, UsageError
 
 COMMANDS: dict[str, Command] = {
@@ -24,6 +34,7 @@ COMMANDS: dict[str, Command] = {
     "release": release.COMMAND,
     "diff": diff.COMMAND,
     "site": site.COMMAND,
+    "suite": suite.COMMAND,
 }
 
 
