@@ -63,7 +63,7 @@ def test_each_orchestration_library_is_imported_by_its_adapters_only():
 
 
 def test_the_runtimes_lower_layers_import_nothing_above_them():
-    """layout names files (stdlib only); the scheduler runs tasks and imports no math; the
+    """layout names files and progress words the progress lines (stdlib only); the scheduler runs tasks and imports no math; the
     per-cell tasks and the table builders import neither a scheduler nor each other's library
     (no pandas in the per-cell tasks); grid_run plans and claims without Ray or MLflow."""
     math = ("pipeline.stats", "pipeline.search", "pipeline.bounds", "pipeline.probe",
@@ -71,7 +71,8 @@ def test_the_runtimes_lower_layers_import_nothing_above_them():
     rules = {
         "layout.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names,
         "scheduler.py": lambda n: n.startswith(math) or n.startswith("pipeline.runtime.")
-        and n != "pipeline.runtime.executor",
+        and n not in ("pipeline.runtime.executor", "pipeline.runtime.progress"),
+        "progress.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names,
         "cell_tasks.py": lambda n: n.split(".")[0] == "pandas"
         or n.startswith(("pipeline.runtime.dask_ops", "pipeline.runtime.tables",
                          "pipeline.runtime.scheduler")),

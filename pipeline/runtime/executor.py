@@ -38,6 +38,7 @@ from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
 from pipeline.runtime.cells import CellOutcome, run_cell, torch_threads  # noqa: E402
 from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
+from pipeline.runtime.progress import Tally, stage_desc, suite_task  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
@@ -154,7 +155,10 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
               for c in cells}
     pending = list(by_ref)
     outcomes = []
-    with tqdm(total=len(pending), desc="cells", unit="cell") as bar:
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    tally = Tally(len(pending), max(1, int(cpus // max(compute.num_cpus, 1e-9))), suite_task())
+    with tqdm(total=len(pending), desc=stage_desc("cells"), unit="cell") as bar:
+        bar.set_postfix_str(tally.postfix())
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             try:
@@ -165,7 +169,8 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
                                       failure_class=ENVIRONMENT)  # no record: retried next run
             on_done(outcome)
             outcomes.append(outcome)
-            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status}")
+            tally.finished(outcome.status, outcome.wall_seconds)
+            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status} · {tally.postfix()}")
             bar.update(1)
     return outcomes
 

@@ -25,6 +25,7 @@ from dask.delayed import Delayed
 from tqdm import tqdm
 
 from pipeline.config import ComputeConfig
+from pipeline.runtime.progress import stage_desc
 
 BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
 T = TypeVar("T")
@@ -61,7 +62,7 @@ def batches(items: Sequence[T], n_workers: int,
 def progress(total: int, desc: str, unit: str = "cell") -> tqdm:
     """The stages' progress bar on stderr: done of ``total``, rate and ETA (tqdm's default
     refresh interval, as the train stage's)."""
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+    return tqdm(total=total, desc=stage_desc(desc), unit=unit, file=sys.stderr)
 
 
 def _run_distributed(client: Any) -> Run:
