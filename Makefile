@@ -2,11 +2,13 @@
 #   make run    create .venv if missing, install, and run the DVC pipeline (dvc repro)
 #   make test   the same set-up, then pytest
 # make run PROFILE=profiles/<name>.yaml lays that profile's keys over params.yaml.
+# make run SUITE=suites/<name>.yaml runs every task of the suite as one DVC pipeline in runs/<name>/.
 
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PROFILE ?=
+SUITE   ?=
 PYTEST_ARGS ?=
 # pytest-xdist processes (idle ones steal tests from busy ones). The slow tests run one
 # subprocess chain at a time (DVC -> a stage -> Ray or Dask) that keeps about one core busy, so
@@ -29,8 +31,14 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $(STAMP)
 
 run: $(STAMP)
+ifneq ($(SUITE),)
+	@test -z "$(PROFILE)" || { echo "make run: SUITE=$(SUITE) and PROFILE=$(PROFILE): a suite's tasks hold their own params; give one of them"; exit 2; }
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cbench suite $(SUITE) --repro
+	@echo "leaderboard across tasks: $(CURDIR)/runs/$(basename $(notdir $(SUITE)))/reports/suite.md (also .tex, .html, .csv)"
+else
 	CBENCH_PROFILE=$(PROFILE) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 	@echo "leaderboard: $(CURDIR)/reports/leaderboard.md (also .csv); metrics: reports/metrics.json"
+endif
 	@echo "browse runs: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlruns.db --host 127.0.0.1"
 
 test: $(STAMP)
@@ -49,7 +57,7 @@ typecheck: $(STAMP)
 # The workspace's outputs; the cells stay in the cell store (shared by every clone: clean-store).
 clean-outputs:
 	rm -rf data/datasets data/*.parquet data/grid.json reports dvc.lock params.resolved.yaml \
-	  params.tracked.yaml mlruns.db mlruns.db.lock mlartifacts mlruns
+	  params.tracked.yaml mlruns.db mlruns.db.lock mlartifacts mlruns runs
 
 CBENCH_STORE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/contrastive-bench
 clean-store:

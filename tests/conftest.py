@@ -196,7 +196,7 @@ def copy_project(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     for name in ("dvc.yaml", "params.yaml", "params.schema.json", ".dvcignore", ".gitignore"):
         shutil.copy(ROOT / name, path / name)
-    for name in ("pipeline", "stages", "profiles"):
+    for name in ("pipeline", "stages", "profiles", "suites"):
         shutil.copytree(ROOT / name, path / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 

@@ -4,11 +4,12 @@ Every stage's progress bar (``scheduler.progress``, the train stage's cells) is 
 stderr. In a suite's task folder (``runs/<suite>/<task>/``, whose parent holds the
 ``suite.json`` that ``cbench suite`` wrote) the line starts with the suite, the task and its
 place (``cpu 2/5 gaussian_mixture · search``), and the train stage's line adds the suite's
-totals: cells done of all the suite's cells, running, failed, and an ETA for the rest of the
-suite from the cells' measured costs (the median wall time of the cells this stage finished,
-times the cells left, over the parallel slots). The ETA counts every cell of the later tasks as
-still to train (an upper bound where the store already holds some of them); before the first
-cell finishes there is no measured cost and the line says so.
+totals: cells done of all the suite's cells, running, failed, and an ETA for the training left
+in the suite (the later tasks' analysis stages are not in it) from the cells' measured costs:
+the median wall time of the cells this stage finished, times the cells left, over the parallel
+slots. The ETA counts every cell of the later tasks as still to train (an upper bound where the
+store already holds some of them); before the first cell finishes there is no measured cost and
+the line says so.
 """
 
 from __future__ import annotations
@@ -103,12 +104,13 @@ class Tally:
         return statistics.median(self.walls) * left / max(1, self.slots)
 
     def postfix(self) -> str:
-        """``running 2, failed 0 · suite 40/90 done · ETA 3m10s`` (the suite part in a
+        """``running 2, failed 0 · suite 40/90 done · training ETA 3m10s`` (the suite part in a
         suite only)."""
         parts = [f"running {min(self.pending, self.slots)}, failed {self.failed}"]
         if self.suite is not None:
             done = self.suite.cells_before + self.suite.cells - self.pending
             parts.append(f"suite {done}/{self.suite.total} done")
         eta = self.eta_seconds()
-        parts.append(f"ETA {duration(eta)}" if eta is not None else "ETA after the first cell")
+        parts.append(f"training ETA {duration(eta)}" if eta is not None
+                     else "training ETA after the first cell")
         return " · ".join(parts)

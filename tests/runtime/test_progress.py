@@ -43,13 +43,13 @@ def test_outside_a_suite_there_is_no_task(tmp_path, monkeypatch):
 
 def test_the_eta_is_the_median_cell_time_times_the_cells_left_over_the_slots(suite_dir):
     tally = Tally(to_train=5, slots=2, suite=suite_task(suite_dir / "b"))
-    assert tally.eta_seconds() is None and "ETA after the first cell" in tally.postfix()
+    assert tally.eta_seconds() is None and "training ETA after the first cell" in tally.postfix()
     walls = [4.0, 10.0, 6.0]
     for i, w in enumerate(walls):
         tally.finished("ok" if i else "failed", w)
     left = 2 + 4  # this stage's 2 pending cells and task c's 4
     assert tally.eta_seconds() == pytest.approx(statistics.median(walls) * left / 2)
-    assert tally.postfix() == "running 2, failed 1 · suite 8/14 done · ETA 18s"
+    assert tally.postfix() == "running 2, failed 1 · suite 8/14 done · training ETA 18s"
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(42.4, "42s"), (190, "3m10s"), (3720, "1h02m"),
