@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, lookup
 from pipeline.report.ranks import CrossComparison, pairs_table
 from pipeline.report.selection import has_halves
@@ -41,7 +42,7 @@ from pipeline.report.suite_tables import (
 from pipeline.report.tables import cost_total, ok_cells
 from pipeline.seeding import numpy_generator
 from pipeline.stats.compare import Comparison, compare
-from pipeline.stats.ranking import Ranking
+from pipeline.stats.ranking import Friedman, Ranking
 from pipeline.stats.uncertainty import check_level
 
 COST = "train_seconds"
@@ -129,6 +130,19 @@ def _at(ok: pd.DataFrame, axes: list[str], key: tuple[Any, ...]) -> pd.DataFrame
     return ok[mask]
 
 
+def _one_cell_per_seed(rows: pd.DataFrame, axes: list[str], loss: str,
+                       group_by: Sequence[str]) -> None:
+    """ValueError when a chosen setting holds two cells of one seed: an axis that varies among
+    them is missing from ``group_by`` (its seeds would be counted twice)."""
+    if "seed" not in rows or not rows["seed"].duplicated().any():
+        return
+    vary = [a for a in GRID_AXES if a in rows and a not in (*axes, "loss", "seed")
+            and rows[a].nunique(dropna=False) > 1]
+    raise ValueError(f"group_by = {list(group_by)}: the chosen setting of {loss!r} holds several "
+                     f"cells of one seed; add the axes that vary among them "
+                     f"({', '.join(vary) or 'none of the grid axes'}) to group_by")
+
+
 def task_scores(cells: pd.DataFrame, primary: str,
                 group_by: Sequence[str]) -> dict[str, TaskChoice]:
     """Per loss (its contrastive ok cells; a loss without a value of the column it is chosen on
@@ -142,6 +156,9 @@ def task_scores(cells: pd.DataFrame, primary: str,
     if metric.higher is None:
         raise ValueError(f"primary = {primary!r}: {metric.label} is not ranked (neither higher "
                          "nor lower is better); choose a ranked metric")
+    if "loss" not in cells:
+        raise ValueError(f"cells: no 'loss' column (columns {', '.join(map(str, cells.columns))}); "
+                         "expected a reports/cells.csv table")
     train = contrastive(cells)
     select, report, same = columns_of(ok_cells(train), metric)
     axes = setting_axes(train, group_by)
@@ -157,6 +174,7 @@ def task_scores(cells: pd.DataFrame, primary: str,
         rows = _at(ok, axes, key)
         rows = rows[rows[report].notna()]
         rows = rows.sort_values("seed", kind="stable") if "seed" in rows else rows
+        _one_cell_per_seed(rows, axes, str(loss), group_by)
         seeds = tuple(rows["seed"]) if "seed" in rows else tuple(range(len(rows)))
         ids = tuple(str(c) for c in rows["cell_id"]) if "cell_id" in rows else ()
         out[str(loss)] = TaskChoice(
@@ -207,6 +225,21 @@ class SuiteBoard:
         return self.cross.result.ranking if self.cross.result is not None else None
 
     @property
+    def friedman(self) -> Friedman | None:
+        """The Friedman / Iman–Davenport test over the tasks every loss entered."""
+        return self.ranking.friedman if self.ranking is not None else None
+
+    @property
+    def cd(self) -> float:
+        """Nemenyi's critical difference of mean ranks over those tasks (NaN without one)."""
+        return self.ranking.cd if self.ranking is not None else float("nan")
+
+    @property
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """The maximal runs of losses, in rank order, that the tests do not separate."""
+        return self.ranking.groups if self.ranking is not None else ()
+
+    @property
     def types(self) -> tuple[str, ...]:
         """The task types, in the order they first appear."""
         return tuple(dict.fromkeys(t.type for t in self.tasks))
@@ -231,19 +264,32 @@ def _info(task: TaskInput, metric: Metric, n: int) -> TaskInfo:
     return TaskInfo(task.name, task.type, task.labelled, select, report, same, n)
 
 
-def _check(tasks: Sequence[TaskInput], n_boot: int) -> None:
+def _check(tasks: Sequence[TaskInput], n_boot: int, alpha: float) -> None:
     if not tasks:
         raise ValueError("tasks: empty; a suite board needs at least one task")
     names = [t.name for t in tasks]
     if len(set(names)) != len(names):
         raise ValueError(f"tasks: names {names} repeat; each task needs its own name")
-    for t in tasks:
-        if "loss" not in t.cells:
-            raise ValueError(f"tasks[{t.name!r}].cells: no 'loss' column; expected a "
-                             "reports/cells.csv table")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
         raise ValueError(f"n_boot = {n_boot!r}: number of bootstrap resamples must be an "
                          "integer >= 1")
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
+        raise ValueError(f"alpha = {alpha!r}: significance level must be in (0, 1)")
+
+
+def _scores(tasks: Sequence[TaskInput], primary: str,
+            group_by: Sequence[str]) -> dict[str, dict[str, TaskChoice]]:
+    """Every task's choices; ValueError naming the task, or the primary when no task has it."""
+    choices = {}
+    for t in tasks:
+        try:
+            choices[t.name] = task_scores(t.cells, primary, group_by)
+        except ValueError as err:
+            raise ValueError(f"task {t.name!r}: {err}") from err
+    if not any(choices.values()):
+        raise ValueError(f"primary = {primary!r}: no contrastive ok cell of any task has a value "
+                         f"of it (tasks {', '.join(choices)}); check the metric's name")
+    return choices
 
 
 def suite_board(tasks: Sequence[TaskInput], primary: str, group_by: Sequence[str],
@@ -258,9 +304,9 @@ def suite_board(tasks: Sequence[TaskInput], primary: str, group_by: Sequence[str
     board's title (default ``seed_key``).
     """
     check_level(level)
-    _check(tasks, n_boot)
+    _check(tasks, n_boot, alpha)
     metric = lookup(primary)
-    choices = {t.name: task_scores(t.cells, primary, group_by) for t in tasks}
+    choices = _scores(tasks, primary, group_by)
     names = [t.name for t in tasks]
     losses = tuple(sorted({loss for c in choices.values() for loss in c}))
     infos = tuple(_info(t, metric, len(choices[t.name])) for t in tasks)

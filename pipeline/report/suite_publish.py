@@ -123,6 +123,8 @@ def label_efficiency_figure(board: SuiteBoard) -> Drawing | None:
                 ax.fill_between(band["shots"], band["lo"], band["hi"], alpha=0.2, color=color)
         score = str(lines["score"].iloc[0]).replace("_", " ")
         ax.set_xscale("log", base=2)
+        shots = sorted(lines["shots"].unique())
+        ax.set_xticks(shots, [str(int(v)) for v in shots])
         ax.set(title=f"{task}: {score}", xlabel="labelled examples per class (shots)",
                ylabel="accuracy (fraction)")
         ax.grid(alpha=0.3)

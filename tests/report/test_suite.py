@@ -283,3 +283,30 @@ def test_the_stage_refuses_arguments_and_names_a_missing_cells_file(tmp_path, mo
     with pytest.raises(FileNotFoundError, match=r"img_two/reports/cells\.csv"):
         suite_report.main()
     assert not (tmp_path / "reports").exists()
+
+
+def test_one_loss_gets_no_comparison_and_the_page_still_reads(tmp_path):
+    frame, _ = task_cells(np.random.default_rng(8), {"a": 0.3})
+    tasks = [TaskInput(n, "vectors", False, frame) for n in ("t0", "t1")]
+    board = suite_board(tasks, "recall_at_1", GROUP_BY, n_boot=50)
+    assert board.comparison is None and np.isnan(board.aggregate.mean_rank.iloc[0])
+    assert any("No comparison across tasks: 1 loss" in n for n in board.notes)
+    write_suite(board, tmp_path)
+    assert "No critical-difference diagram: 1 loss entered every task" in (
+        tmp_path / "suite.md").read_text()
+
+
+def test_bad_inputs_are_refused_with_what_to_do():
+    frame, _ = task_cells(np.random.default_rng(9), {"a": 0.3, "b": 0.4})
+    task = TaskInput("t0", "vectors", False, frame)
+    with pytest.raises(ValueError, match="primary = 'cv': CV is not ranked"):
+        suite_board([task], "cv", GROUP_BY)
+    with pytest.raises(ValueError, match="primary = 'eff_rank': no contrastive ok cell"):
+        suite_board([task], "eff_rank", GROUP_BY)
+    twice = pd.concat([frame, frame.assign(k=64)], ignore_index=True)
+    with pytest.raises(ValueError, match=r"task 't0': group_by = \['loss', 'tau'\]: the chosen "
+                                         r"setting of 'a' holds several cells of one seed; add "
+                                         r"the axes that vary among them \(k\)"):
+        suite_board([TaskInput("t0", "vectors", False, twice)], "recall_at_1", ["loss", "tau"])
+    with pytest.raises(ValueError, match="alpha = 1.5: significance level must be in"):
+        suite_board([task], "recall_at_1", GROUP_BY, alpha=1.5)
