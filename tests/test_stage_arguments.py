@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_ARGUMENTS = ["prepare", "train", "stats", "search", "bounds", "geometry",
-                "probe", "report"]
+                "probe", "report", "suite_report"]
 
 
 @pytest.mark.parametrize("stage", NO_ARGUMENTS)
