@@ -62,8 +62,9 @@ def _produced(stages: dict[str, Any]) -> set[str]:
 
 def code_path(back: str) -> str:
     """The shell prefix that makes ``python -m stages.<x>`` run the project's own code (the
-    code the stage's dependencies hash) from a folder below the project's root."""
-    return f"PYTHONPATH={back}${{PYTHONPATH:+:$PYTHONPATH}}"
+    code the stage's dependencies hash) from a folder below the project's root. (``$PYTHONPATH``
+    without braces: DVC reads ``${...}`` in a command as its own variables.)"""
+    return f"PYTHONPATH={back}:$PYTHONPATH"
 
 
 def _task_stage(name: str, stage: dict[str, Any], produced: set[str], back: str) -> dict[str, Any]:
