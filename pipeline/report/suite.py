@@ -38,8 +38,9 @@ from pipeline.report.suite_tables import (
     complete_ranking,
     per_task_table,
     score_array,
+    setting_text,
 )
-from pipeline.report.tables import cost_total, ok_cells
+from pipeline.report.tables import cost_total, ok_cells, varying
 from pipeline.seeding import numpy_generator
 from pipeline.stats.compare import Comparison, compare
 from pipeline.stats.ranking import Friedman, Ranking
@@ -259,9 +260,13 @@ def _cross(scores: np.ndarray, tasks: Sequence[str], losses: Sequence[str], metr
                            alpha, level)
 
 
-def _info(task: TaskInput, metric: Metric, n: int) -> TaskInfo:
-    select, report, same = columns_of(ok_cells(contrastive(task.cells)), metric)
-    return TaskInfo(task.name, task.type, task.labelled, select, report, same, n)
+def _info(task: TaskInput, metric: Metric, n: int, group_by: Sequence[str]) -> TaskInfo:
+    train = contrastive(task.cells)
+    select, report, same = columns_of(ok_cells(train), metric)
+    axes = setting_axes(train, group_by)
+    fixed = {a: train[a].iloc[0] for a in axes if a not in varying(train, axes) and len(train)}
+    return TaskInfo(task.name, task.type, task.labelled, select, report, same, n,
+                    tuple(varying(train, axes)), setting_text(fixed))
 
 
 def _check(tasks: Sequence[TaskInput], n_boot: int, alpha: float) -> None:
@@ -309,7 +314,7 @@ def suite_board(tasks: Sequence[TaskInput], primary: str, group_by: Sequence[str
     choices = _scores(tasks, primary, group_by)
     names = [t.name for t in tasks]
     losses = tuple(sorted({loss for c in choices.values() for loss in c}))
-    infos = tuple(_info(t, metric, len(choices[t.name])) for t in tasks)
+    infos = tuple(_info(t, metric, len(choices[t.name]), group_by) for t in tasks)
     scores = score_array(names, losses, choices)
     cross = _cross(scores, names, losses, metric, level, alpha, n_boot, seed_key)
     per_task = per_task_table(infos, losses, choices, metric, level)

@@ -85,7 +85,8 @@ def task_rows(board: SuiteBoard, task: str) -> Table:
                      str(r["cells"])))
     how = (f"chosen and reported on {info.report} (no selection half)" if info.chosen_on_reported
            else f"chosen on {info.select}, reported on {info.report}")
-    return f"Task {task} ({info.type}): {how}", header, tuple(rows)
+    fixed = f"; every cell: {info.fixed}" if info.fixed else ""
+    return f"Task {task} ({info.type}): {how}{fixed}", header, tuple(rows)
 
 
 def tables(board: SuiteBoard) -> list[Table]:

@@ -32,7 +32,8 @@ PER_TASK_COLUMNS = ("task", "type", "loss", "missing", "mean", "lo", "hi", "seed
 class TaskInfo:
     """What the board says about one task: ``select`` / ``report``, the columns its settings
     were chosen and reported on (equal when ``chosen_on_reported``); losses: how many have a
-    score there."""
+    score there; varying: the setting axes that take several values among the task's cells (a
+    chosen setting is told by these); fixed: the others' values, in words."""
 
     name: str
     type: str
@@ -41,6 +42,8 @@ class TaskInfo:
     report: str
     chosen_on_reported: bool
     losses: int
+    varying: tuple[str, ...] = ()
+    fixed: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,9 @@ def per_task_table(infos: Sequence[TaskInfo], losses: Sequence[str],
             if c is not None:
                 ci = seed_ci(c.scores, level)
                 row |= {"mean": ci.estimate, "lo": ci.low, "hi": ci.high,
-                        "seeds": int(c.scores.size), "setting": setting_text(c.setting),
+                        "seeds": int(c.scores.size),
+                        "setting": setting_text({a: v for a, v in c.setting.items()
+                                                 if a in info.varying}),
                         "chosen_on": c.chosen_on, "chosen_on_reported": c.chosen_on_reported,
                         "train_seconds_total": c.train_seconds_total, "cells": c.cells,
                         "peak_rss_bytes_max": c.peak_rss_bytes_max}
