@@ -49,7 +49,7 @@ def suite_dir(suite: Suite, root: Path) -> Path:
 
 def _paths(entries: list[Any] | None) -> list[str]:
     """The paths of a dvc.yaml list (``- path`` or ``- path: {options}``)."""
-    out = []
+    out: list[Any] = []
     for entry in entries or []:
         out.extend(entry.keys() if isinstance(entry, dict) else [entry])
     return [str(p) for p in out]
