@@ -95,7 +95,7 @@ def test_stage_names_are_the_stage_modules():
     (["verify", "--sample", "0"], "cbench verify: --sample 0: must be >= 1"),
     (["schema", "--nope"], "cbench schema: unrecognized arguments: --nope (see `cbench --help`)"),
     (["nope"], "cbench: argument COMMAND: invalid choice: 'nope' (choose from 'stage', "
-               "'leaderboard', 'compare', 'verify', 'schema', 'release', 'diff', 'site') "
+               "'leaderboard', 'compare', 'verify', 'schema', 'release', 'diff', 'site', 'suite') "
                "(see `cbench --help`)"),
 ])
 def test_one_way_to_fail(argv, message, tmp_path, monkeypatch, capsys):

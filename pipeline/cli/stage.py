@@ -8,9 +8,10 @@ import importlib
 
 from pipeline.cli.common import Command, Parser
 
-# In the order dvc.yaml runs them; tests/test_cli_package.py keeps it equal to stages/*.py.
+# In the order dvc.yaml runs them (suite_report: a suite's last stage, runs/<suite>/dvc.yaml);
+# tests/test_cli_package.py keeps it equal to stages/*.py.
 STAGES = ("resolve", "prepare", "train", "stats", "search", "bounds", "probe", "geometry",
-          "report")
+          "report", "suite_report")
 
 
 def configure(parser: Parser) -> None:
