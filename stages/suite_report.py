@@ -6,7 +6,9 @@ Reads ``suite.json`` there (``name``, ``primary``, ``group_by``, ``level``, ``al
 ``<folder>/reports/cells.csv`` (required) and ``<folder>/data/probe_fewshot_summary.parquet``
 (optional: absent means no few-shot rows), builds the board
 (:func:`pipeline.report.suite.suite_board`) and writes ``reports/`` here
-(:func:`pipeline.report.suite_publish.write_suite`).
+(:func:`pipeline.report.suite_publish.write_suite`). Exits 3 (after writing) when some task
+has failed cells, as the project's report stage does: the tasks' own report stages do not stop
+the suite for them, this one says so at the end.
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     write_suite(board, ctx.REPORTS)
     print(f"suite_report: {len(board.tasks)} tasks, {len(board.losses)} losses -> "
           f"{ctx.REPORTS / 'suite.md'}")
+    failed = {t.name: int((t.cells["status"] != "ok").sum()) for t in tasks
+              if "status" in t.cells}
+    if any(failed.values()):  # as the project's report stage: written, then said, exit 3
+        where = ", ".join(f"{name} {n}" for name, n in failed.items() if n)
+        print(f"suite_report: {sum(failed.values())} of {sum(len(t.cells) for t in tasks)} cells "
+              f"failed ({where}); their reasons are in each task's leaderboard", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -80,6 +80,7 @@ BAD = [
     ({"tasks": [{"data": {"name": "laplace"}}]}, "tasks[0].name"),
     ({"tasks": [{"name": "Bad Name"}]}, "tasks[0].name = 'Bad Name'"),
     ({"tasks": [{"name": "a"}, {"name": "a"}]}, "tasks[a].name = 'a': two tasks"),
+    ({"tasks": [{"name": "reports"}]}, "tasks[reports].name = 'reports': reserved"),
     ({"tasks": [{"name": "a", "type": "images"}]}, "tasks[a].type = 'images'"),
     ({"tasks": [{"name": "a", "tracking": {"experiment": "x"}}]}, "tasks[a].tracking"),
     ({"tasks": [{"name": "a", "grid": {"k": [0]}}]}, "tasks[a].grid.k"),
@@ -104,6 +105,7 @@ def test_every_bad_task_is_reported_at_once_and_nothing_is_written(tmp_path, mon
     path = _suite(tmp_path, {"tasks": [{"name": "a", "grid": {"k": [0]}},
                                        {"name": "b", "train": {"epochs": -1}},
                                        {"name": "c"}]})
+    (tmp_path / "dvc.yaml").write_bytes((ROOT / "dvc.yaml").read_bytes())
     monkeypatch.chdir(tmp_path)
     assert main(["suite", str(path), "--params", str(ROOT / "params.yaml")]) == 2
     err = capsys.readouterr().err
@@ -113,6 +115,9 @@ def test_every_bad_task_is_reported_at_once_and_nothing_is_written(tmp_path, mon
 
 def test_a_missing_suite_file_is_a_usage_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    assert main(["suite", "suites/nope.yaml"]) == 2  # not the project's root
+    assert "cbench suite: no dvc.yaml in" in capsys.readouterr().err
+    (tmp_path / "dvc.yaml").write_bytes((ROOT / "dvc.yaml").read_bytes())
     assert main(["suite", "suites/nope.yaml"]) == 2
     assert "cbench suite: suites/nope.yaml: no such suite file" in capsys.readouterr().err
 

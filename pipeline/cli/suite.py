@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("CBENCH_PROFILE"):
         raise UsageError(f"CBENCH_PROFILE = {os.environ['CBENCH_PROFILE']!r}: a suite's tasks "
                          "hold their own params; set the profile's keys in the suite's params")
+    if not (Path.cwd() / "dvc.yaml").is_file():
+        raise UsageError(f"no dvc.yaml in {Path.cwd()}: run it from the project's root (a "
+                         "suite's pipeline is made from the project's dvc.yaml)")
     if not Path(args.suite).is_file():
         raise UsageError(f"{args.suite}: no such suite file (see suites/*.yaml)")
     try:

@@ -39,6 +39,7 @@ from pipeline.plugins import load_plugins
 
 TASK_TYPES = {"vector": "vectors", "image": "images"}  # the dataset's kind -> the task type
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,39}$")  # a folder and a DVC stage name
+RESERVED = ("reports",)  # runs/<suite>/reports/ is the board across tasks
 SHARED_REPORT_KEYS = ("primary", "group_by", "level", "alpha", "bootstrap", "compare")
 # what a task may not set: keys that would make it a different benchmark from the suite's
 SUITE_ONLY = ("plugins", "tracking", "compute")
@@ -126,6 +127,9 @@ def _task(entry: Any, i: int, base: Mapping[str, Any], where: str,
                       "and _ starting with a letter or digit (it names a folder and DVC stages)"]
     at = f"{where}: tasks[{task.name}]"
     problems: list[str] = []
+    if task.name in RESERVED:
+        problems.append(f"{at}.name = {task.name!r}: reserved (runs/<suite>/{task.name}/ holds "
+                        "the board across tasks); choose another name")
     if task.name in seen:
         problems.append(f"{at}.name = {task.name!r}: two tasks have this name; names are unique")
     seen.add(task.name)

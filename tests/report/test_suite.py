@@ -272,6 +272,21 @@ def test_the_stage_writes_the_reports_of_a_suite_folder(tmp_path, monkeypatch, c
         assert (tmp_path / "reports" / name).exists(), name
 
 
+def test_the_stage_says_at_the_end_how_many_cells_failed(tmp_path, monkeypatch, capsys):
+    from stages import suite_report
+
+    first, second = suite_folder(tmp_path, np.random.default_rng(6))["tasks"]
+    path = tmp_path / second["folder"] / "reports" / "cells.csv"
+    cells = pd.read_csv(path)
+    cells.loc[cells.index[0], "status"] = "failed"
+    cells.to_csv(path, index=False)
+    total = len(cells) + len(pd.read_csv(tmp_path / first["folder"] / "reports" / "cells.csv"))
+    monkeypatch.chdir(tmp_path)
+    assert suite_report.main() == 3
+    assert f"1 of {total} cells failed ({second['name']} 1)" in capsys.readouterr().err
+    assert (tmp_path / "reports" / "suite.md").exists()  # written first
+
+
 def test_the_stage_refuses_arguments_and_names_a_missing_cells_file(tmp_path, monkeypatch):
     from stages import suite_report
 
