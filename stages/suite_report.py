@@ -24,8 +24,9 @@ import pandas as pd
 from pipeline.report.suite import TaskInput, suite_board
 from pipeline.report.suite_publish import write_suite
 from pipeline.runtime import context as ctx
+from pipeline.runtime.progress import SUITE_JSON
 
-SUITE = Path("suite.json")
+SUITE = Path(SUITE_JSON)
 KEYS = ("name", "primary", "group_by", "level", "alpha", "bootstrap", "tasks")
 TASK_KEYS = ("name", "type", "labelled", "folder")
 

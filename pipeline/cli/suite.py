@@ -28,9 +28,9 @@ def configure(parser: Parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.config import ConfigError, expand
+    from pipeline.config import ConfigError
     from pipeline.config.suite import load_suite
-    from pipeline.runtime.suite_plan import write_suite
+    from pipeline.runtime.suite_plan import SUITE_OUT, write_suite
 
     if os.environ.get("CBENCH_PROFILE"):
         raise UsageError(f"CBENCH_PROFILE = {os.environ['CBENCH_PROFILE']!r}: a suite's tasks "
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     pipeline = write_suite(suite, Path.cwd())
-    total = sum(len(expand(t.params)) for t in suite.tasks)
+    total = sum(t.cells for t in suite.tasks)
     print(f"suite {suite.name}: {len(suite.tasks)} tasks, {total} cells -> {pipeline}")
     if not args.repro:
         return 0
@@ -55,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
     if dvc is None:
         raise UsageError("dvc is not on PATH: run it through `make run SUITE=...`, which uses "
                          "the project's .venv")
-    return subprocess.run([dvc, "repro", str(pipeline.relative_to(Path.cwd()))],
+    code = subprocess.run([dvc, "repro", str(pipeline.relative_to(Path.cwd()))],
                           check=False).returncode
+    if code == 0:
+        board = pipeline.parent / SUITE_OUT / "suite.md"
+        print(f"leaderboard across tasks: {board} (also .tex, .html, .csv)")
+    return code
 
 
 COMMAND = Command("validate a suite of tasks and write (or --repro: run) its DVC pipeline",

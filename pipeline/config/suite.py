@@ -26,13 +26,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.config.entries import validation_lines
-from pipeline.config.load import ConfigError, from_mapping, merge, read_yaml
+from pipeline.config.load import ConfigError, expand, from_mapping, merge, read_yaml
 from pipeline.config.sections import Params
 from pipeline.datasets.registry import DATASETS
 from pipeline.plugins import load_plugins
@@ -77,6 +78,11 @@ class Task:
     @property
     def dataset(self) -> str:
         return self.params.data.name
+
+    @cached_property
+    def cells(self) -> int:
+        """How many cells the task's grid has (expanded once)."""
+        return len(expand(self.params))
 
 
 @dataclass(frozen=True)

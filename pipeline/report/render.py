@@ -10,7 +10,7 @@ stale cells. Writers style best and tied values themselves (bold, underline, ita
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,6 +194,12 @@ def axis_text(axis: str, value: Any) -> str:
     if isinstance(value, str):
         return value
     return f"{axis_header(axis)} = {fmt_value(value)}"
+
+
+def setting_text(setting: Mapping[str, Any]) -> str:
+    """A setting (axis -> value) in words: 'k = 16, τ = 0.1, linear encoder'; 'the one
+    setting' when no axis is left to tell it."""
+    return ", ".join(axis_text(a, v) for a, v in setting.items()) or "the one setting"
 
 
 def seeds_text(counts: pd.Series) -> str:

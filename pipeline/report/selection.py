@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.metrics import Metric
-from pipeline.report.render import axis_header, axis_text, fmt_bounds, pct
+from pipeline.report.render import axis_header, fmt_bounds, pct, setting_text
 from pipeline.report.tables import groups, ok_cells
 from pipeline.seeding import numpy_generator
 from pipeline.stats import ConfidenceInterval, hierarchical_bootstrap
@@ -140,7 +140,7 @@ def display(selection: Selection, table: pd.DataFrame, axes: Sequence[str]
     rows = []
     for c in selection.choices:
         row = table.iloc[c.row]
-        setting = ", ".join(axis_text(a, row[a]) for a in others) or "the one setting"
+        setting = setting_text({a: row[a] for a in others})
         shown = (fmt_bounds(c.reported.estimate, c.reported.low, c.reported.high, m)
                  if c.reported is not None else "–")
         rows.append((c.value, setting, fmt_bounds(c.chosen_on, metric=m), shown, str(c.seeds)))

@@ -28,6 +28,7 @@ import pandas as pd
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, lookup
 from pipeline.report.ranks import CrossComparison, pairs_table
+from pipeline.report.render import setting_text
 from pipeline.report.selection import has_halves
 from pipeline.report.suite_notes import notes
 from pipeline.report.suite_points import fewshot_lines, pareto_points
@@ -38,7 +39,6 @@ from pipeline.report.suite_tables import (
     complete_ranking,
     per_task_table,
     score_array,
-    setting_text,
 )
 from pipeline.report.tables import cost_total, ok_cells, varying
 from pipeline.seeding import numpy_generator

@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipeline.metrics import Metric
 from pipeline.report.ranks import CrossComparison
-from pipeline.report.render import axis_text
+from pipeline.report.render import setting_text
 from pipeline.report.tables import cost_total
 from pipeline.stats.ranking import Ranking, rank_methods
 from pipeline.stats.uncertainty import seed_ci
@@ -70,11 +70,6 @@ def score_array(tasks: Sequence[str], losses: Sequence[str],
                 x = choices[t][loss].scores
                 arr[i, j, : x.size] = x
     return arr
-
-
-def setting_text(setting: Mapping[str, Any]) -> str:
-    """A chosen setting in words: 'k = 16, τ = 0.1, linear encoder'."""
-    return ", ".join(axis_text(a, v) for a, v in setting.items()) or "the one setting"
 
 
 def per_task_table(infos: Sequence[TaskInfo], losses: Sequence[str],

@@ -19,7 +19,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SUITE_JSON = "suite.json"  # as pipeline.runtime.suite_plan writes it
+SUITE_JSON = "suite.json"  # in runs/<suite>/: pipeline.runtime.suite_plan writes it, the
+# progress lines and stages/suite_report.py read it
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,11 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import expand
 from pipeline.config.suite import Suite
+from pipeline.runtime.progress import SUITE_JSON
 from pipeline.runtime.storage import atomic_write_bytes
 
 RUNS = Path("runs")
-SUITE_JSON = "suite.json"
 NOT_PER_TASK = ("geometry",)  # stages of dvc.yaml that depend on no task
 RESOLVE_CMD = "CBENCH_PROFILE= python -m stages.resolve"  # a task's params are its params.yaml
 REPORT_OK = "python -m stages.report || test $? -eq 3"  # 3: some cells failed; the suite goes on
@@ -107,7 +106,7 @@ def suite_json(suite: Suite) -> dict[str, Any]:
             "primary": report.primary, "group_by": list(report.group_by),
             "level": report.level, "alpha": report.alpha, "bootstrap": report.bootstrap,
             "tasks": [{"name": t.name, "type": t.type, "labelled": t.labelled,
-                       "dataset": t.dataset, "folder": t.name, "cells": len(expand(t.params))}
+                       "dataset": t.dataset, "folder": t.name, "cells": t.cells}
                       for t in suite.tasks]}
 
 
