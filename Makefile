@@ -34,7 +34,6 @@ run: $(STAMP)
 ifneq ($(SUITE),)
 	@test -z "$(PROFILE)" || { echo "make run: SUITE=$(SUITE) and PROFILE=$(PROFILE): a suite's tasks hold their own params; give one of them"; exit 2; }
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/cbench suite $(SUITE) --repro
-	@echo "leaderboard across tasks: $(CURDIR)/runs/$(basename $(notdir $(SUITE)))/reports/suite.md (also .tex, .html, .csv)"
 else
 	CBENCH_PROFILE=$(PROFILE) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/dvc repro
 	@echo "leaderboard: $(CURDIR)/reports/leaderboard.md (also .csv); metrics: reports/metrics.json"

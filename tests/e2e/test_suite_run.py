@@ -34,6 +34,7 @@ def test_a_suite_runs_every_task_as_one_pipeline_and_reruns_nothing(project):
         cells = pd.read_csv(out / task / "reports" / "cells.csv")
         assert len(cells) == 4 and set(cells.status) == {"ok"}  # 2 losses x 2 seeds
     assert "tiny 2/2 mix · cells" in first.stderr  # the progress line names the task
+    assert f"leaderboard across tasks: {out / 'reports' / 'suite.md'}" in first.stdout
     assert "suite 8/8 done" in first.stderr
     assert json.loads((out / "suite.json").read_text())["tasks"][1]["labelled"] is True
     agg = pd.read_csv(out / "reports" / "suite_aggregate.csv")
