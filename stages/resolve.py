@@ -5,6 +5,11 @@ The profile comes from ``--profile`` or the ``CBENCH_PROFILE`` environment varia
 ``params.tracked.yaml``, what DVC tracks: the grid axes, a few headline settings, and one digest
 per section, so each stage reruns exactly when a section it reads changes and ``dvc exp show``
 lists the grid and the metrics rather than every option.
+
+DVC runs this stage on every ``dvc repro`` (it reads the profile, which DVC does not track).
+When the params, the profile, the code and the environment are those of the last successful
+run and its two outputs are untouched, it says so and stops before importing the validation
+(:mod:`pipeline.runtime.memo`): a rerun with nothing to do costs an interpreter's start.
 """
 
 from __future__ import annotations
@@ -13,12 +18,8 @@ import argparse
 import os
 import sys
 
-import yaml
-
-from pipeline.config import ConfigError, expand, load
-from pipeline.config.tracked import tracked
-from pipeline.runtime.context import RESOLVED, TRACKED
-from pipeline.runtime.storage import atomic_write_bytes
+from pipeline.runtime import memo
+from pipeline.runtime.paths import RESOLVED, TRACKED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +27,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--profile", default=os.environ.get("CBENCH_PROFILE") or None)
     args = parser.parse_args(argv)
+    profile = f" (profile {args.profile})" if args.profile else ""
+    inputs = [args.params, *([args.profile] if args.profile else [])]
+    memo_key = memo.key("resolve", inputs, {"params": args.params, "profile": args.profile})
+    if (info := memo.fresh("resolve", memo_key)) is not None:
+        print(f"params ok: {info['cells']} cells{profile}; unchanged since the last resolve")
+        return 0
+    memo.forget("resolve")
+    # imported here: validation imports every registry (and with them torch)
+    import yaml
+
+    from pipeline.config import ConfigError, expand, load
+    from pipeline.config.tracked import tracked
+    from pipeline.runtime.storage import atomic_write_bytes
+
     try:
         params = load(args.params, args.profile)
         cells = expand(params)
@@ -38,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     for path, content in ((RESOLVED, resolved), (TRACKED, tracked(resolved))):
         text = yaml.safe_dump(content, sort_keys=False)
         atomic_write_bytes(path, f"{header}; do not edit\n{text}".encode())
-    profile = f" (profile {args.profile})" if args.profile else ""
+    if not resolved.get("plugins"):  # a plugin's code is outside what the memo's key covers
+        memo.save("resolve", memo_key, files=[RESOLVED, TRACKED], info={"cells": len(cells)})
     print(f"params ok: {len(cells)} cells{profile}")
     return 0
 

@@ -7,20 +7,56 @@ store claim the cells they train. Each finished cell is logged to its single MLf
 ``data/grid.json``: the grid's cells with their version, folder, status and failure reason. A
 failing cell does not stop the grid: the report stage lists it and exits non-zero. The work is
 :func:`pipeline.runtime.driver.train_grid`.
+
+DVC runs this stage on every ``dvc repro``. When the resolved params, the prepared dataset, the
+code and the environment are those of the last successful run, ``data/grid.json`` is untouched
+and every file of every grid cell is still in the store with its size and time, there is
+nothing to train: it says so and stops before importing the driver (:mod:`pipeline.runtime.memo`).
+A grid with a cell whose environment failed (retried on the next run) is not memoised.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pipeline.runtime import storage
-from pipeline.runtime.context import GRID, resolved_params, usage_error
-from pipeline.runtime.driver import StaleCellsError, train_grid
+import yaml
+
+from pipeline.runtime import memo
+from pipeline.runtime.paths import DATASETS, GRID, RESOLVED
+
+
+def memoisable(params: Mapping[str, Any]) -> bool:
+    """Whether a run of these resolved params may be memoised: no plugins (code the memo's key
+    does not cover) and a local store (whose files the memo can stat)."""
+    return not params.get("plugins") and not (params.get("compute") or {}).get("storage")
+
+
+def settled_line(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The plan line of a grid with nothing left to train (as the driver prints it)."""
+    failed = sum(r.get("status") != "ok" for r in rows)
+    return (f"train: {len(rows)} cells in the grid: {len(rows) - failed} already done (skipped), "
+            "0 to train" + (f", {failed} failed before (not retried)" if failed else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     if argv:
+        from pipeline.runtime.context import usage_error
         return usage_error("train", argv)
+    raw = yaml.safe_load(RESOLVED.read_text()) if RESOLVED.exists() else None
+    memo_key = memo.key("train", [RESOLVED])
+    if isinstance(raw, dict) and memoisable(raw) and memo.fresh("train", memo_key) is not None:
+        print(settled_line(json.loads(GRID.read_text())["cells"])
+              + "; nothing changed since the last train (params, code, cell files)")
+        return 0
+    memo.forget("train")
+    # imported here: the driver imports torch, Ray and MLflow
+    from pipeline.runtime import storage
+    from pipeline.runtime.context import resolved_params
+    from pipeline.runtime.driver import StaleCellsError, train_grid
+
     params = resolved_params()
     try:
         got = train_grid(params)
@@ -34,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if got.failed:  # the grid goes on; the report lists them and its exit status says how many
         print(f"train: {got.failed} cell(s) failed; their reasons are in the leaderboard",
               file=sys.stderr)
+    retried = any(r.get("failure_class") == "environment" for r in got.rows)
+    if isinstance(raw, dict) and memoisable(raw) and not retried:
+        datasets = sorted(p for p in DATASETS.rglob("*") if p.is_file())
+        memo.save("train", memo_key, files=[GRID, *datasets],
+                  folders=sorted({str(r["path"]) for r in got.rows}))
     return 0
 
 

@@ -16,6 +16,23 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import Cell, ConfigError, Params, expand, load
+from pipeline.runtime.paths import (  # noqa: F401  (re-exported: the stages' paths)
+    BOUNDS,
+    CELLS,
+    DATA,
+    DATASETS,
+    FINITE_K,
+    GRID,
+    PROBE,
+    PROBE_FEWSHOT,
+    PROBE_FEWSHOT_SUMMARY,
+    REPORTS,
+    RESOLVED,
+    SEARCH,
+    STATS,
+    STATS_DETAIL,
+    TRACKED,
+)
 from pipeline.runtime.storage import (
     ObjectPath,
     atomic_write_bytes,
@@ -24,22 +41,6 @@ from pipeline.runtime.storage import (
     read_metadata,
 )
 from pipeline.runtime.store import project_root, store_root
-
-RESOLVED = Path("params.resolved.yaml")  # written by `stages.resolve`, read by every other stage
-TRACKED = Path("params.tracked.yaml")  # what DVC tracks of it (see stages/resolve.py)
-DATA = Path("data")
-DATASETS = DATA / "datasets"
-CELLS = DATA / "cells"
-GRID = DATA / "grid.json"  # the cells of the current grid, with their status
-STATS = DATA / "stats.parquet"
-STATS_DETAIL = DATA / "stats_detail.parquet"
-SEARCH = DATA / "search.parquet"
-FINITE_K = DATA / "finite_k.parquet"  # CE − R_k per cell, encoder and k
-BOUNDS = DATA / "bounds.parquet"
-PROBE = DATA / "probe.parquet"  # linear probe and weighted kNN per cell, state and layer
-PROBE_FEWSHOT = DATA / "probe_fewshot.parquet"  # few-shot probes per cell, layer, shots, episode
-PROBE_FEWSHOT_SUMMARY = DATA / "probe_fewshot_summary.parquet"  # their means over episodes
-REPORTS = Path("reports")
 
 
 def cells_root(params: Params) -> Path | ObjectPath:
