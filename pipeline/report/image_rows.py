@@ -13,7 +13,8 @@ configs) with a note where they differ. :func:`image_comparison` gives, per laye
 encoder's output, what InfoNCE sees; ``backbone``: the pooled features the head reads, SimCLR's
 h), CV, AD Avg, AD pass, DP Avg and DP pass of the contrastive cells, the supervised cells, the
 untrained encoder (epoch 0, the same initial weights for both objectives) and the Gaussian null,
-and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`). Values
+and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`), decided
+over seeds (:func:`compare`; undecided with fewer than ``MIN_SEEDS``). Values
 only: :mod:`pipeline.report.image_rows_md` writes them as Markdown.
 """
 
@@ -29,11 +30,12 @@ import pandas as pd
 
 from pipeline.metrics import METRICS
 from pipeline.report.table1 import BETSER_TABLE1, STATS
-from pipeline.stats.inference import normal_quantile
+from pipeline.stats.inference import MIN_SEEDS, normal_quantile, paired
 
 # the paper's direction for "contrastive is more Gaussian": lower CV and A², higher pass rates
 MORE_GAUSSIAN = {"cv": -1, "ad_mean": -1, "ad_pass_frac": +1, "dp_p_mean": +1, "dp_pass_frac": +1}
 MORE, LESS = "more Gaussian", "less Gaussian"  # which side of zero a difference lies on
+UNDECIDED = "undecided"  # fewer than MIN_SEEDS seeds: no verdict about training
 DECISIVE = ("cv", "ad_mean")  # the two statistics the verdict rests on (Table 1's headline)
 LAYERS = {"head": ("", "head: the encoder's output z (what InfoNCE sees)"),
           "backbone": ("backbone_", "backbone: the pooled features h its head reads")}
@@ -170,27 +172,58 @@ def _mean_se(part: pd.DataFrame, col: str, level: float) -> tuple[float, float]:
     return float(np.mean(values)), math.nan
 
 
+def _per_seed(part: pd.DataFrame, col: str) -> pd.Series:
+    """Each seed's mean of ``col`` over its cells (the seeds with a value)."""
+    if col not in part or "seed" not in part:
+        return pd.Series(dtype=float)
+    return part.groupby("seed")[col].mean().dropna()
+
+
 def compare(a: pd.DataFrame, col_a: str, b: pd.DataFrame, col_b: str, stat: str,
             level: float) -> tuple[float, float, float, str]:
-    """(a − b, low, high, side): the difference of the cells' means of ``col_a`` and ``col_b``
-    (columns of the statistic ``stat``) with its ``level`` interval (normal approximation, the two
-    independent) and on which side of zero it lies: :data:`MORE` (a more Gaussian than b in the
-    sense of Betser et al.), :data:`LESS`, or ``unresolved``."""
-    (va, se_a), (vb, se_b) = _mean_se(a, col_a, level), _mean_se(b, col_b, level)
-    diff = va - vb
-    half = _z(level) * math.hypot(se_a, se_b)
-    lo, hi = diff - half, diff + half
+    """(a − b, low, high, side) of the statistic ``stat`` (``a``'s ``col_a`` against ``b``'s
+    ``col_b``) and on which side of zero it lies: :data:`MORE` (a more Gaussian than b in the
+    sense of Betser et al.), :data:`LESS`, ``unresolved`` (the interval covers zero),
+    ``undecided`` (too few seeds) or ``unknown`` (no values).
+
+    The verdict is about training, so it is decided over seeds: with at least ``MIN_SEEDS``
+    seeds on both sides, the difference is the mean over those seeds of each seed's a − b, its
+    interval the paired t interval over them (:func:`pipeline.stats.inference.paired`). With
+    fewer seeds the side is ``undecided``, and the interval is the within-cell one (the cells'
+    own ``level`` intervals combined by the normal approximation, the two independent): how
+    precisely the held-out data measure these encoders, not how training varies."""
+    per_a, per_b = _per_seed(a, col_a), _per_seed(b, col_b)
+    seeds = per_a.index.intersection(per_b.index)
+    if len(seeds) >= MIN_SEEDS:
+        got = paired(per_a[seeds].to_numpy(), per_b[seeds].to_numpy(), level)
+        diff, lo, hi = got.diff_mean, got.diff_lo, got.diff_hi
+    else:
+        (va, se_a), (vb, se_b) = _mean_se(a, col_a, level), _mean_se(b, col_b, level)
+        diff = va - vb
+        half = _z(level) * math.hypot(se_a, se_b)
+        lo, hi = diff - half, diff + half
     if not np.isfinite(diff):
         return diff, lo, hi, "unknown"
-    if np.isfinite(half) and (lo > 0 or hi < 0):
+    if len(seeds) < MIN_SEEDS:
+        return diff, lo, hi, UNDECIDED
+    if np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0):
         return diff, lo, hi, MORE if diff * MORE_GAUSSIAN[stat] > 0 else LESS
     return diff, lo, hi, "unresolved"
 
 
+def common_seeds(a: pd.DataFrame, b: pd.DataFrame) -> int:
+    """How many seeds both sides have a cell of."""
+    if "seed" not in a or "seed" not in b:
+        return 0
+    return len(set(a.seed.dropna()) & set(b.seed.dropna()))
+
+
 def verdict(sides: Mapping[str, str]) -> str:
-    """"held" when CV and AD Avg both say :data:`MORE`; "not held" when either says
-    :data:`LESS`; else "unresolved" (an interval covers zero)."""
+    """"undecided" when CV or AD Avg is (too few seeds); "held" when both say :data:`MORE`;
+    "not held" when either says :data:`LESS`; else "unresolved" (an interval covers zero)."""
     decisive = [sides[s] for s in DECISIVE]
+    if any(s == UNDECIDED for s in decisive):
+        return UNDECIDED
     if all(s == MORE for s in decisive):
         return "held"
     if any(s == LESS for s in decisive):
@@ -258,6 +291,7 @@ class LayerVerdict:
     verdict: str
     vs_untrained: Mapping[str, Difference]
     untrained_verdict: str
+    seeds: int = 0  # seeds with both a contrastive and a supervised cell
 
     def row(self) -> dict[str, Any]:
         """The CSV and metrics row: each statistic's difference, its interval and side."""
@@ -266,6 +300,7 @@ class LayerVerdict:
             row.update({f"{s}_difference": diff, f"{s}_difference_lo": lo,
                         f"{s}_difference_hi": hi, f"{s}_side": side})
         row["verdict"] = self.verdict
+        row["seeds"] = self.seeds
         return row
 
 
@@ -309,5 +344,6 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> ImageCompariso
         moved = {s: compare(con, prefix + s, con, f"{prefix}control_{s}", s, level)
                  for s in STATS}
         layers.append(LayerVerdict(layer, sides, verdict({s: d[3] for s, d in sides.items()}),
-                                   moved, verdict({s: m[3] for s, m in moved.items()})))
+                                   moved, verdict({s: m[3] for s, m in moved.items()}),
+                                   common_seeds(con, sup)))
     return ImageComparison(level, tuple(rows), tuple(layers), _probe(ok, "raw_linear_probe"))

@@ -12,6 +12,7 @@ from pipeline.metrics import METRICS
 from pipeline.report.image_rows import (
     NULL,
     PUBLISHED,
+    UNDECIDED,
     Difference,
     Estimate,
     ImageComparison,
@@ -19,6 +20,7 @@ from pipeline.report.image_rows import (
 from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_stat, pct
 from pipeline.report.table1 import STATS
+from pipeline.stats.inference import MIN_SEEDS
 
 
 def protocol_section(rows: Sequence[Mapping[str, str]]) -> list[str]:
@@ -58,11 +60,11 @@ def comparison_section(c: ImageComparison) -> list[str]:
     verdicts = []
     for v in c.layers:
         verdicts.append(_verdict_line(v.layer, "contrastive − supervised", v.verdict,
-                                      v.vs_supervised))
-        verdicts.append(_verdict_line(v.layer, "contrastive − untrained",
-                                      "more Gaussian than at epoch 0"
-                                      if v.untrained_verdict == "held"
-                                      else "not more Gaussian than at epoch 0", v.vs_untrained))
+                                      v.vs_supervised, v.seeds))
+        moved = {"held": "more Gaussian than at epoch 0", UNDECIDED: UNDECIDED}.get(
+            v.untrained_verdict, "not more Gaussian than at epoch 0")
+        verdicts.append(_verdict_line(v.layer, "contrastive − untrained", moved, v.vs_untrained,
+                                      v.seeds))
     level = c.level
     return ["## Contrastive vs supervised vs untrained (Betser et al.'s CIFAR-10 claim)", "",
             f"Raw held-out embeddings; value [{pct(level)} interval] (bootstrap for CV, over "
@@ -74,15 +76,18 @@ def comparison_section(c: ImageComparison) -> list[str]:
             "",
             md_table(head, body).rstrip("\n"), "",
             f"Claim: **contrastive training makes the representation more Gaussian than "
-            f"supervised training** (lower CV and AD Avg). Verdict on the {pct(level)} "
-            "intervals of contrastive − supervised: held when CV and AD Avg both lie on the "
-            "paper's side of zero, not held when either lies on the other side, else "
-            "unresolved; the same test against the untrained encoder says whether contrastive "
-            "training itself moved them.", "", *verdicts, ""]
+            f"supervised training** (lower CV and AD Avg). A claim about training, decided over "
+            f"seeds: each seed's contrastive − supervised, and the {pct(level)} paired t "
+            "interval over the seeds; held when CV and AD Avg both lie on the paper's side of "
+            "zero, not held when either lies on the other side, else unresolved. With fewer "
+            f"than {MIN_SEEDS} seeds it is undecided, and the interval shown is the one within "
+            "the cells' held-out data. The same test against the untrained encoder says whether "
+            "contrastive training itself moved them.", "", *verdicts, ""]
 
 
-def _verdict_line(layer: str, what: str, outcome: str, diffs: Mapping[str, Difference]) -> str:
-    """``- **layer**: outcome — what: <stat> diff [lo, hi] (side); ...``"""
+def _verdict_line(layer: str, what: str, outcome: str, diffs: Mapping[str, Difference],
+                  seeds: int) -> str:
+    """``- **layer**: outcome (over what) — what: <stat> diff [lo, hi] (side); ...``"""
     parts = []
     for s, (d, lo, hi, side) in diffs.items():
         if not np.isfinite(d):
@@ -90,6 +95,12 @@ def _verdict_line(layer: str, what: str, outcome: str, diffs: Mapping[str, Diffe
             continue
         scale = 100 if METRICS[s].unit == "%" else 1
         unit = " pts" if scale == 100 else ""
+        shown = "" if side == UNDECIDED else f" ({side})"
         parts.append(f"{METRICS[s].label} {scale * d:+.3g}{unit} [{scale * lo:+.3g}, "
-                     f"{scale * hi:+.3g}] ({side})")
-    return f"- **{layer}**: {outcome} — {what}: " + "; ".join(parts) + "."
+                     f"{scale * hi:+.3g}]{shown}")
+    if seeds >= MIN_SEEDS:
+        over = f"over {seeds} seeds, paired t"
+    else:
+        over = (f"{seeds} seed(s) with both encoders, a verdict about training needs "
+                f"{MIN_SEEDS}; intervals within the cells' held-out data")
+    return f"- **{layer}**: {outcome} ({over}) — {what}: " + "; ".join(parts) + "."

@@ -40,7 +40,7 @@ from pipeline.report import image_rows
 from pipeline.report.table1 import BETSER_TABLE1, STATS, Published
 from pipeline.report.tables import ok_cells
 from pipeline.search import fit_loglog_slope
-from pipeline.stats.inference import normal_quantile
+from pipeline.stats.inference import MIN_SEEDS, normal_quantile
 
 _FRACTIONS = tuple(s for s in STATS if METRICS[s].unit == "%")
 # "CV falls as batch size and d grow" (Betser et al., §5)
@@ -67,9 +67,6 @@ def log_slope(part: pd.DataFrame, axis: str, col: str,
 
 def _varying(cells: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
     return [a for a in GRID_AXES if a in cells and a not in exclude and cells[a].nunique() > 1]
-
-
-MIN_SEEDS = 3  # seeds per point a trend verdict needs (the unit of a claim about training)
 
 
 def seed_points(part: pd.DataFrame, axis: str, col: str, level: float) -> pd.DataFrame:
@@ -291,9 +288,9 @@ def side_by_side(board: pd.DataFrame, dataset: str, level: float = 0.95,
         setting = f"{dataset} contrastive vs supervised ({r['layer']})"
         rows.append({"setting": setting, **r})
         claims.append({"setting": setting, "claim": "contrastive more Gaussian than supervised",
-                       "tested": r["verdict"] != "unresolved", "groups": 1,
+                       "tested": r["verdict"] in ("held", "not held"), "groups": 1,
                        "held": int(r["verdict"] == "held"), "by_training": None,
-                       "verdict": r["verdict"]})
+                       "verdict": r["verdict"], "seeds": r["seeds"]})
     return PaperTables(dataset, level, tuple(parts), settings, image, pd.DataFrame(rows),
                        tuple(claims))
 

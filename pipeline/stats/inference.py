@@ -5,6 +5,7 @@
 - :func:`welch_tie`: whether a row's seeds differ from the best row's (Welch's t-test).
 
 Every test here is over seeds: the unit of a verdict about a training procedure (SPEC §6).
+:data:`MIN_SEEDS` is how many a verdict needs; with fewer, the report says *undecided*.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import numpy as np
 from scipy import stats as sps
 
 from pipeline.stats.uncertainty import check_level, seed_ci
+
+
+MIN_SEEDS = 3  # seeds a verdict about training needs (per point of a trend, per side of a pair)
 
 
 def normal_quantile(level: float) -> float:

@@ -55,12 +55,32 @@ def test_difference_interval_and_sides_closed_form():
     se = 0.01 / Z  # each interval ±0.01 at 95%
     assert diff == pytest.approx(-0.2)
     assert (lo, hi) == pytest.approx((-0.2 - Z * math.hypot(se, se), -0.2 + Z * math.hypot(se, se)))
-    assert side == "more Gaussian"  # lower CV
-    assert compare(con, "ad_pass_frac", sup, "ad_pass_frac", "ad_pass_frac", 0.95)[3] == \
-        "more Gaussian"  # higher pass rate
+    # one seed: the within-cell interval is shown, and no side is taken about training
+    assert side == "undecided"
+
+
+def _seeds(objective, values, cvs):
+    return pd.DataFrame([{**_cell(objective, f"{objective}{s}", {**values, "cv": cv}), "seed": s}
+                         for s, cv in enumerate(cvs)])
+
+
+def test_with_three_seeds_the_difference_is_decided_over_seeds():
+    from scipy import stats as sps
+
+    con = _seeds("contrastive", GAUSSIAN, [0.10, 0.12, 0.11])
+    sup = _seeds("supervised", SKEWED, [0.30, 0.25, 0.35])
+    diff, lo, hi, side = compare(con, "cv", sup, "cv", "cv", 0.95)
+    d = con.cv.to_numpy() - sup.cv.to_numpy()  # paired by seed
+    half = sps.t.ppf(0.975, 2) * d.std(ddof=1) / 3 ** 0.5  # the t interval, written out
+    assert diff == pytest.approx(d.mean())
+    assert (lo, hi) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert side == "more Gaussian"  # lower CV in every seed, the interval below zero
     assert compare(sup, "cv", con, "cv", "cv", 0.95)[3] == "less Gaussian"
-    close = pd.DataFrame([_cell("supervised", "c", {**GAUSSIAN, "cv": 0.105})])
-    assert compare(con, "cv", close, "cv", "cv", 0.95)[3] == "unresolved"  # |Δ| < the half-width
+    # the seeds disagree: the interval over seeds covers zero, however tight each cell's is
+    noisy = _seeds("supervised", SKEWED, [0.05, 0.25, 0.02])
+    assert compare(con, "cv", noisy, "cv", "cv", 0.95)[3] == "unresolved"
+    # only the seeds both sides have count: two in common is too few
+    assert compare(con, "cv", sup[sup.seed != 2], "cv", "cv", 0.95)[3] == "undecided"
 
 
 def test_verdict_needs_cv_and_ad_both():
@@ -68,6 +88,7 @@ def test_verdict_needs_cv_and_ad_both():
     assert verdict({"cv": more, "ad_mean": more, "ad_pass_frac": less}) == "held"
     assert verdict({"cv": more, "ad_mean": less}) == "not held"
     assert verdict({"cv": unsure, "ad_mean": more}) == "unresolved"
+    assert verdict({"cv": "undecided", "ad_mean": less}) == "undecided"  # never held, nor not
 
 
 def test_comparison_table_head_and_backbone():
@@ -91,14 +112,30 @@ def test_comparison_table_head_and_backbone():
     assert probe[("head", "Gaussian null")] == ""
     assert "the raw pixels: 91.0%" in text
     by = {r["layer"]: r for r in rows}
-    # head: CV higher than supervised (0.10 vs 0.05) but AD lower: not held
-    assert by["head"]["cv_side"] == "less Gaussian" and by["head"]["verdict"] == "not held"
-    assert by["head"]["cv_difference"] == pytest.approx(0.05)
-    # backbone: the supervised CV has no interval: unresolved, even with a large difference
-    assert by["backbone"]["cv_side"] == "unresolved" and by["backbone"]["verdict"] == "unresolved"
-    assert "- **head**: not held — contrastive − supervised: CV +0.05" in text
-    assert "- **head**: more Gaussian than at epoch 0 — contrastive − untrained: CV -0.05" in text
+    # one seed: CV higher than supervised (0.10 vs 0.05) but no verdict about training
+    assert by["head"]["cv_side"] == "undecided" and by["head"]["verdict"] == "undecided"
+    assert by["head"]["cv_difference"] == pytest.approx(0.05) and by["head"]["seeds"] == 1
+    assert by["backbone"]["verdict"] == "undecided"
+    assert ("- **head**: undecided (1 seed(s) with both encoders, a verdict about training "
+            "needs 3; intervals within the cells' held-out data) — contrastive − supervised: "
+            "CV +0.05 [") in text
+    assert "- **head**: undecided (1 seed(s)" in text and "contrastive − untrained: CV -0.05" \
+        in text
     assert image_comparison(board[board.objective == "contrastive"]) is None
+
+
+def test_comparison_verdicts_over_three_seeds():
+    con = _seeds("contrastive", GAUSSIAN, [0.10, 0.12, 0.11])
+    sup = _seeds("supervised", SKEWED, [0.30, 0.25, 0.35])
+    lines, rows = _comparison(pd.concat([con, sup], ignore_index=True))
+    text = "\n".join(lines)
+    by = {r["layer"]: r for r in rows}
+    assert by["head"]["verdict"] == "held" and by["head"]["seeds"] == 3
+    assert "- **head**: held (over 3 seeds, paired t) — contrastive − supervised: CV -0.19" in text
+    assert "(more Gaussian)" in text
+    flipped = pd.concat([_seeds("contrastive", SKEWED, [0.30, 0.25, 0.35]),
+                         _seeds("supervised", GAUSSIAN, [0.10, 0.12, 0.11])], ignore_index=True)
+    assert {r["verdict"] for r in _comparison(flipped)[1]} == {"not held"}
 
 
 def _mnist_params(tiny_params):
@@ -137,11 +174,13 @@ def test_side_by_side_prints_the_mnist_section(tiny_params):
     text, table, claims = _side_by_side(board, "mnist", 0.95, records)
     assert "# mnist: Betser et al.'s image rows, measured as the paper measures them" in text
     assert "## Protocol check" in text and "| training length " in text
-    assert "- **head**: held" in text and "- **backbone**: held" in text
+    # one seed per encoder: the section is printed, the verdict is undecided with its reason
+    assert "- **head**: undecided (1 seed(s)" in text and "- **backbone**: undecided" in text
     assert "No cell of this grid matches" not in text
     assert set(table.setting) == {"mnist contrastive vs supervised (head)",
                                   "mnist contrastive vs supervised (backbone)"}
-    assert [c["held"] for c in claims] == [1, 1]
+    assert [(c["verdict"], c["held"], c["tested"], c["seeds"]) for c in claims] == \
+        [("undecided", 0, False, 1)] * 2
     # not an image data set: no such section
     assert "image rows" not in _side_by_side(board, "laplace", 0.95, records)[0]
 
