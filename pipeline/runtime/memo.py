@@ -10,9 +10,12 @@ checksums: seconds per stage before it finds that nothing changed. A memo keeps,
   (every ``.py`` file of ``pipeline/`` and ``stages/``), the versions of the libraries that
   compute, the Python, the host, and the ``CBENCH_*``, ``MLFLOW_*``, ``RAY_*`` and ``DVC_ROOT``
   environment;
-- ``files``: the size and modification time of every file the run wrote or relied on (its
-  outputs, the cells' files in the store), as DVC's own cache and ``make`` trust a file whose
-  size and time are unchanged;
+- ``files``: the SHA-256 of the files the run wrote or read in the workspace (its outputs, the
+  prepared dataset: DVC moves its outputs into its cache and links them back after the stage,
+  which changes their times, not their bytes);
+- ``folders``: the size and modification time of every file under the folders it relied on (the
+  grid's cells in the store), as DVC's own cache and ``make`` trust a file whose size and time
+  are unchanged;
 - ``info``: what the stage prints when it skips.
 
 :func:`fresh` returns ``info`` only when the key is the same and every file is still there
@@ -85,6 +88,18 @@ def key(stage: str, inputs: Iterable[Path | str] = (), extra: Mapping[str, Any] 
     return h.hexdigest()
 
 
+def digest_files(paths: Iterable[Path | str]) -> dict[str, str]:
+    """``{path: sha256}``; raises FileNotFoundError for a missing one."""
+    out = {}
+    for raw in paths:
+        h = hashlib.sha256()
+        with open(raw, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        out[str(raw)] = h.hexdigest()
+    return out
+
+
 def stat_files(paths: Iterable[Path | str]) -> dict[str, list[int]]:
     """``{path: [size, mtime_ns]}``; raises FileNotFoundError for a missing one."""
     out = {}
@@ -100,19 +115,18 @@ def folder_files(folders: Iterable[Path | str]) -> list[Path]:
             for dirpath, _, names in os.walk(folder) for name in names]
 
 
-def fresh(stage: str, memo_key: str, folders: Iterable[Path | str] = ()) -> dict[str, Any] | None:
+def fresh(stage: str, memo_key: str) -> dict[str, Any] | None:
     """The memo's ``info`` when the last successful run of ``stage`` read the same inputs
-    (``memo_key``) and every file it recorded, and no other file under ``folders``, is there
-    unchanged; else None."""
+    (``memo_key``), its files have the bytes they had, and the files under its folders are the
+    same files with their sizes and times; else None."""
     try:
         memo = json.loads(memo_path(stage).read_text())
-        if memo.get("key") != memo_key:
+        if memo.get("key") != memo_key or digest_files(memo["files"]) != memo["files"]:
             return None
-        recorded = memo["files"]
-        if stat_files(recorded) != recorded:
+        watched = memo["watched"]
+        if stat_files(watched) != watched:
             return None
-        watched = {str(p) for p in folder_files(memo.get("folders", []))}
-        if not watched <= set(recorded):  # a file appeared in a cell folder
+        if {str(p) for p in folder_files(memo["folders"])} != set(watched):  # a file appeared
             return None
         return dict(memo.get("info", {}))
     except (OSError, ValueError, KeyError, TypeError):
@@ -121,12 +135,11 @@ def fresh(stage: str, memo_key: str, folders: Iterable[Path | str] = ()) -> dict
 
 def save(stage: str, memo_key: str, files: Iterable[Path | str] = (),
          folders: Iterable[Path | str] = (), info: Mapping[str, Any] | None = None) -> None:
-    """Record a successful run: its key, the size and time of ``files`` and of every file under
-    ``folders``, and ``info``."""
+    """Record a successful run: its key, the digests of ``files``, the size and time of every
+    file under ``folders``, and ``info``."""
     folders = [str(f) for f in folders]
-    everything = [*files, *folder_files(folders)]
-    memo = {"key": memo_key, "files": stat_files(everything), "folders": folders,
-            "info": dict(info or {})}
+    memo = {"key": memo_key, "files": digest_files(files), "folders": folders,
+            "watched": stat_files(folder_files(folders)), "info": dict(info or {})}
     path = memo_path(stage)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # pipeline.runtime.storage's
