@@ -10,6 +10,7 @@ import numpy as np
 
 from pipeline.metrics import METRICS
 from pipeline.report.image_rows import (
+    MIN_SEEDS,
     NULL,
     PUBLISHED,
     UNDECIDED,
@@ -20,7 +21,6 @@ from pipeline.report.image_rows import (
 from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_stat, pct
 from pipeline.report.table1 import STATS
-from pipeline.stats.inference import MIN_SEEDS
 
 
 def protocol_section(rows: Sequence[Mapping[str, str]]) -> list[str]:

@@ -11,10 +11,16 @@ from pipeline.grid import GRID_AXES
 from pipeline.metrics import METRICS
 from pipeline.report.image_rows_md import comparison_section, protocol_section
 from pipeline.report.markdown import table as md_table
-from pipeline.report.papers import Claim, Gaussianity, ImageSection, PaperTables, Setting
+from pipeline.report.papers import (
+    MIN_SEEDS,
+    Claim,
+    Gaussianity,
+    ImageSection,
+    PaperTables,
+    Setting,
+)
 from pipeline.report.render import fmt_stat, fmt_value, pct
 from pipeline.report.table1 import BETSER_TABLE1, STAT_LABELS, STATS
-from pipeline.stats.inference import MIN_SEEDS
 
 
 def _published(stat: str, value: float) -> str:
