@@ -18,7 +18,6 @@ from scipy import stats as sps
 
 from pipeline.stats.uncertainty import check_level, seed_ci
 
-
 MIN_SEEDS = 3  # seeds a verdict about training needs (per point of a trend, per side of a pair)
 
 
