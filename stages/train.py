@@ -9,17 +9,20 @@ failing cell does not stop the grid: the report stage lists it and exits non-zer
 :func:`pipeline.runtime.driver.train_grid`.
 
 DVC runs this stage on every ``dvc repro``. When the resolved params, the prepared dataset, the
-code and the environment are those of the last successful run, ``data/grid.json`` is untouched
-and every file of every grid cell is still in the store with its size and time, there is
-nothing to train: it says so and stops before importing the driver (:mod:`pipeline.runtime.memo`).
-A grid with a cell whose environment failed (retried on the next run) is not memoised.
+code and the environment are those of the last successful run, ``data/grid.json`` is untouched,
+every file of every grid cell is still in the store with its size and time, and the local
+tracking database is still there, there is nothing to train: it says so and stops before
+importing the driver (:mod:`pipeline.runtime.memo`). A grid with a cell whose environment failed
+(retried on the next run) is not memoised.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -34,6 +37,18 @@ def memoisable(params: Mapping[str, Any]) -> bool:
     return not params.get("plugins") and not (params.get("compute") or {}).get("storage")
 
 
+def tracking_db(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A local SQLite tracking store's path and whether it exists (a deleted store makes the full
+    stage log the done cells again); empty for a tracking server."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or (params.get("tracking") or {}).get("uri", "")
+    if not str(uri).startswith("sqlite:///"):
+        return {}
+    path = Path(str(uri).removeprefix("sqlite:///"))
+    if not path.is_absolute():  # relative to the project's root, as pipeline.runtime.context
+        path = Path(os.environ.get("DVC_ROOT") or ".") / path
+    return {"tracking_db": str(path), "exists": path.exists()}
+
+
 def settled_line(rows: Sequence[Mapping[str, Any]]) -> str:
     """The plan line of a grid with nothing left to train (as the driver prints it)."""
     failed = sum(r.get("status") != "ok" for r in rows)
@@ -46,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.runtime.context import usage_error
         return usage_error("train", argv)
     raw = yaml.safe_load(RESOLVED.read_text()) if RESOLVED.exists() else None
-    memo_key = memo.key("train", [RESOLVED])
+    environ = dict(os.environ)  # as the stage started (Ray adds RAY_* variables to it)
+    memo_key = memo.key("train", [RESOLVED], tracking_db(raw) if isinstance(raw, dict) else {})
     if isinstance(raw, dict) and memoisable(raw) and memo.fresh("train", memo_key) is not None:
         print(settled_line(json.loads(GRID.read_text())["cells"])
               + "; nothing changed since the last train (params, code, cell files)")
@@ -73,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     retried = any(r.get("failure_class") == "environment" for r in got.rows)
     if isinstance(raw, dict) and memoisable(raw) and not retried:
         datasets = sorted(p for p in DATASETS.rglob("*") if p.is_file())
-        memo.save("train", memo_key, files=[GRID, *datasets],
+        # the key again: the run may have created the tracking database
+        after = memo.key("train", [RESOLVED], tracking_db(raw), environ)
+        memo.save("train", after, files=[GRID, *datasets],
                   folders=sorted({str(r["path"]) for r in got.rows}))
     return 0
 

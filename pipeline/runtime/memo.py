@@ -18,11 +18,12 @@ checksums: seconds per stage before it finds that nothing changed. A memo keeps,
   are unchanged;
 - ``info``: what the stage prints when it skips.
 
-:func:`fresh` returns ``info`` only when the key is the same and every file is still there
-with its size and time; anything else (no memo, an edit, a deleted or rewritten cell) runs the
-stage in full, which writes a new memo when it succeeds. Stdlib only, so a skip costs an
-interpreter's start. Grids with plugins (modules outside the project, whose code the key does
-not cover) and stores that are not local folders are never memoised.
+:func:`fresh` returns ``info`` only when the key is the same, every file has its bytes and every
+file under the folders is the same file with its size and time; anything else (no memo, an edit,
+a deleted or rewritten cell) runs the stage in full, which writes a new memo when it succeeds.
+Stdlib only, so a skip costs an interpreter's start. Grids with plugins (modules outside the
+project, whose code the key does not cover) and stores that are not local folders are never
+memoised.
 """
 
 from __future__ import annotations
@@ -64,10 +65,12 @@ def _version(name: str) -> str:
         return ""
 
 
-def key(stage: str, inputs: Iterable[Path | str] = (), extra: Mapping[str, Any] | None = None
-        ) -> str:
+def key(stage: str, inputs: Iterable[Path | str] = (), extra: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None) -> str:
     """The digest of what a run of ``stage`` reads (see the module docstring). ``inputs``: files
-    whose bytes it reads (a missing one counts as missing); ``extra``: other values (JSON)."""
+    whose bytes it reads (a missing one counts as missing); ``extra``: other values (JSON);
+    ``environ``: the environment the stage started with (default ``os.environ``: Ray, for one,
+    sets ``RAY_*`` variables in the driver's own environment while it runs)."""
     h = hashlib.sha256(f"cbench-memo/1/{stage}".encode())
 
     def part(label: str, data: bytes) -> None:
@@ -80,7 +83,8 @@ def key(stage: str, inputs: Iterable[Path | str] = (), extra: Mapping[str, Any] 
     for raw in inputs:
         path = Path(raw)
         part(f"input:{path}", path.read_bytes() if path.is_file() else b"\0missing")
-    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES) or k == "DVC_ROOT"}
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if k.startswith(ENV_PREFIXES) or k == "DVC_ROOT"}
     context = {"env": env, "python": sys.version, "host": platform.node(),
                "machine": platform.machine(), "libraries": {n: _version(n) for n in LIBRARIES},
                "cwd": str(Path.cwd().resolve()), "extra": dict(extra or {})}

@@ -37,6 +37,10 @@ def test_the_key_follows_inputs_environment_and_extra(here, monkeypatch):
     monkeypatch.delenv("CBENCH_STORE")
     monkeypatch.setenv("UNRELATED_VARIABLE", "1")  # only the stages' own variables count
     assert memo.key("s", ["a.yaml"], {"profile": None}) == second
+    started = dict(os.environ)
+    monkeypatch.setenv("RAY_SET_BY_RAY_INIT", "1")  # the environment as the stage started
+    assert memo.key("s", ["a.yaml"], {"profile": None}, started) == second
+    assert memo.key("s", ["a.yaml"], {"profile": None}) != second
     (here / "a.yaml").unlink()
     assert memo.key("s", ["a.yaml"], {"profile": None}) != second  # missing is an input too
 
@@ -174,4 +178,9 @@ def test_train_skips_an_unchanged_rerun_and_still_retrains_a_damaged_cell(tmp_pa
     damaged.write_bytes(damaged.read_bytes()[:-100])
     out = train()  # the memo sees the file changed: the full stage finds the cell damaged
     assert "1 already done (skipped), 1 to train" in out and "torch imported: True" in out
+    assert "nothing changed" in train()
+
+    (tmp_path / "mlruns.db").rename(tmp_path / "lost.db")  # the tracking store is gone
+    out = train()
+    assert "nothing changed" not in out and "logged 2 done cells that had no finished" in out
     assert "nothing changed" in train()
