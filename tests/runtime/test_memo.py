@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from pipeline.runtime import memo
-from tests.conftest import ROOT
+from tests.conftest import ROOT, mlflow_runs
 
 
 @pytest.fixture
@@ -166,11 +166,13 @@ def test_train_skips_an_unchanged_rerun_and_still_retrains_a_damaged_cell(tmp_pa
 
     assert "0 already done (skipped), 2 to train" in train()
     grid = (tmp_path / "data" / "grid.json").read_bytes()
+    runs = len(mlflow_runs(tmp_path / "mlruns.db"))
     again = train()
     assert ("train: 2 cells in the grid: 2 already done (skipped), 0 to train; nothing changed "
             "since the last train") in again
     assert "torch imported: False" in again
     assert (tmp_path / "data" / "grid.json").read_bytes() == grid
+    assert len(mlflow_runs(tmp_path / "mlruns.db")) == runs  # the no-op adds no MLflow run
 
     folder = Path(json.loads(grid)["cells"][0]["path"])
     assert folder.is_relative_to(tmp_path / "store")
