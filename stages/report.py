@@ -36,11 +36,11 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
     records = {c: storage.read_json(f / layout.RECORD) for c, f in folders.items()
                if (f / layout.RECORD).exists()}
     # a shared training's history is each of its cells' (their folders are one)
-    histories = [storage.read_frame(f / layout.HISTORY).assign(cell_id=c)
-                 for c, f in folders.items() if (f / layout.HISTORY).exists()]
+    histories = storage.read_frames({c: f / layout.HISTORY for c, f in folders.items()
+                                     if (f / layout.HISTORY).exists()}, "cell_id")
     return Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                   pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
-                  pd.concat(histories, ignore_index=True) if histories else pd.DataFrame(),
+                  histories,
                   params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE),
                   pd.read_parquet(ctx.PROBE_FEWSHOT_SUMMARY)
                   if ctx.PROBE_FEWSHOT_SUMMARY.exists() else pd.DataFrame())

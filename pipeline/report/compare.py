@@ -22,7 +22,7 @@ from pipeline.report.tables import (
     metrics_in,
     ok_cells,
 )
-from pipeline.stats.inference import PairedResult, paired
+from pipeline.stats.inference import PairedResult, paired, paired_many
 from pipeline.stats.uncertainty import check_level
 
 __all__ = ["RESULT_COLUMNS", "PairedResult", "compare_to_baseline", "default_pair_on",
@@ -77,7 +77,7 @@ def compare_to_baseline(board: pd.DataFrame, baseline: str = "infonce", axis: st
     metrics = as_columns(metrics, "metrics", metrics_in(board))
     check_columns(board, pair_on, "pair_on", allowed=[c for c in board if c not in (axis, "seed")])
     check_columns(board, metrics, "metrics", numeric=True)
-    ok, keys, rows = ok_cells(board), [*pair_on, "seed"], []
+    ok, keys, heads, pairs = ok_cells(board), [*pair_on, "seed"], [], []
     for variant in (v for v in values if v != baseline):
         matched = _matched(ok, axis, variant, baseline, keys, metrics)
         setting_cols = pair_on if by_setting else []
@@ -88,9 +88,9 @@ def compare_to_baseline(board: pd.DataFrame, baseline: str = "infonce", axis: st
             head = {axis: variant, **dict(zip(setting_cols, key, strict=True)),
                     "baseline": baseline}
             for m in metrics:
-                res = paired(part[f"{m}__v"].to_numpy(float), part[f"{m}__b"].to_numpy(float),
-                             level, alpha)
-                rows.append(head | {"metric": m} | asdict(res))
+                heads.append(head | {"metric": m})
+                pairs.append((part[f"{m}__v"].to_numpy(float), part[f"{m}__b"].to_numpy(float)))
+    rows = [h | asdict(r) for h, r in zip(heads, paired_many(pairs, level, alpha), strict=True)]
     columns = [axis, *(pair_on if by_setting else []), *RESULT_COLUMNS]
     return pd.DataFrame(rows, columns=columns)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,6 +24,25 @@ def test_embeddings_schema_is_the_design_contract(tmp_path):
     assert schema.field("z").type == pa.list_(pa.float32(), 3)
     np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "e.parquet", 1), z0 + 1)
     assert storage.read_metadata(tmp_path / "e.parquet")["cell_id"] == "abc"
+
+
+def test_read_frames_is_the_concatenation_of_each_file(tmp_path):
+    """Many small files in one frame: pandas' concat of each file's frame with its name, also
+    when a file lacks a column, has no rows or has a column of the name's (replaced)."""
+    frames = {"a": pd.DataFrame({"epoch": [0, 1], "loss": [2.0, 1.5]}),
+              "b": pd.DataFrame({"epoch": [0, 1, 2], "loss": [3.0, 2.0, 1.0],
+                                 "tau_mean": [0.5, 0.4, 0.3], "cell_id": ["old"] * 3}),
+              "c": pd.DataFrame({"epoch": pd.Series([], dtype="int64"),
+                                 "loss": pd.Series([], dtype=float)})}
+    paths = {}
+    for name, frame in frames.items():
+        storage.write_frame(frame, tmp_path / f"{name}.parquet")
+        paths[name] = tmp_path / f"{name}.parquet"
+    got = storage.read_frames(paths, "cell_id")
+    want = pd.concat([storage.read_frame(p).assign(cell_id=n) for n, p in paths.items()],
+                     ignore_index=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)  # columns in the same order
+    assert storage.read_frames({}, "cell_id").empty
 
 
 def test_dataset_roundtrip(tmp_path):
