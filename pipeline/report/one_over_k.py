@@ -27,8 +27,8 @@ COLORS = {"trained": "tab:blue", "initial": "tab:orange"}
 
 def first_cell(finite_k: pd.DataFrame, grid: pd.DataFrame) -> str:
     """The cell the law is reported for: the first contrastive cell of the grid that has a sweep."""
-    ordered = [c for c in grid.cell_id if c in set(finite_k.cell_id)]
-    return ordered[0]
+    swept = set(finite_k.cell_id)
+    return next(c for c in grid.cell_id if c in swept)
 
 
 def _fit_range(part: pd.DataFrame) -> tuple[int | None, int | None]:

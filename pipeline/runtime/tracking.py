@@ -24,6 +24,7 @@ import json
 import math
 import os
 import socket
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -39,6 +40,8 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_NAME,
     MLFLOW_SOURCE_TYPE,
 )
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from pipeline.runtime.storage import exclusive
 
@@ -54,6 +57,35 @@ def _first_use(uri: str) -> contextlib.AbstractContextManager[None]:
     if not uri.startswith("sqlite:///"):
         return contextlib.nullcontext()
     return exclusive(Path(uri.removeprefix("sqlite:///") + ".lock"))
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    """On every SQLite connection SQLAlchemy opens in this process (MLflow's SQL store is
+    SQLAlchemy's): the write-ahead log (kept in the file: every later client uses it) and
+    ``synchronous = NORMAL``. A cell's run costs 4 commits, each of which waited for the disk
+    twice in SQLite's default rollback journal; in WAL mode with NORMAL only checkpoints do.
+    Creating a run, logging 100 params and 5 metrics and ending it took 21-23 ms against
+    39-47 ms here (medians of 3 × 60 runs). What a power cut can cost is the last commits,
+    never the file; the cell store holds the cells, and the next train logs any cell whose run is
+    missing (:func:`pipeline.runtime.driver.sync_runs`). A database another process holds in a
+    transaction at this moment keeps its journal mode until the next connection."""
+    if not isinstance(connection, sqlite3.Connection):
+        return
+    cursor = connection.cursor()
+    try:
+        cursor.execute("PRAGMA busy_timeout = 20000")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.OperationalError:  # locked, or a file system without shared memory
+        pass
+    finally:
+        cursor.close()
+
+
+def _use_wal(uri: str) -> None:
+    """Register :func:`_sqlite_pragmas` once, before the first client of a SQLite store."""
+    if uri.startswith("sqlite:") and not event.contains(Engine, "connect", _sqlite_pragmas):
+        event.listen(Engine, "connect", _sqlite_pragmas)
 
 
 def effective_uri(configured: str) -> str:
@@ -72,6 +104,7 @@ class Tracker:
 
     def __init__(self, uri: str, experiment: str):
         uri = self.uri = effective_uri(uri)
+        _use_wal(uri)
         with _first_use(uri):  # drivers sharing a SQLite file must not create it twice at once
             self.client = MlflowClient(tracking_uri=uri)
             exp = self.client.get_experiment_by_name(experiment)

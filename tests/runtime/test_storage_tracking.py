@@ -101,6 +101,32 @@ def test_one_run_per_cell_across_invocations(tmp_path):
     assert sorted({(m.step, m.value) for m in steps}) == [(1, 2.0), (2, 1.5)]
 
 
+def test_a_local_store_is_written_through_the_write_ahead_log(tmp_path):
+    """The SQLite store is in WAL mode (in the file, for every reader), and this process's
+    connections commit with synchronous = NORMAL (1); another process reads what it wrote."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from sqlalchemy import create_engine, text
+
+    path = tmp_path / "m.db"
+    tracker = Tracker(f"sqlite:///{path}", "exp")
+    run_id = tracker.start_parent("train", {})
+    with sqlite3.connect(path) as db:  # a plain connection: the mode is the file's
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 1
+    engine.dispose()
+    code = ("import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+            "print(db.execute('select count(*) from runs where run_uuid = ?', "
+            "(sys.argv[2],)).fetchone()[0])")
+    out = subprocess.run([sys.executable, "-c", code, str(path), run_id], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == "1"
+
+
 def test_uri_storage_roundtrip(tmp_path):
     """A pyarrow.fs URI (file:// here; s3:// on a cluster) takes every read and write a cell
     does."""
