@@ -292,6 +292,7 @@ class LayerVerdict:
     vs_untrained: Mapping[str, Difference]
     untrained_verdict: str
     seeds: int = 0  # seeds with both a contrastive and a supervised cell
+    untrained_seeds: int = 0  # contrastive seeds (each against its own epoch 0)
 
     def row(self) -> dict[str, Any]:
         """The CSV and metrics row: each statistic's difference, its interval and side."""
@@ -345,5 +346,5 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> ImageCompariso
                  for s in STATS}
         layers.append(LayerVerdict(layer, sides, verdict({s: d[3] for s, d in sides.items()}),
                                    moved, verdict({s: m[3] for s, m in moved.items()}),
-                                   common_seeds(con, sup)))
+                                   common_seeds(con, sup), common_seeds(con, con)))
     return ImageComparison(level, tuple(rows), tuple(layers), _probe(ok, "raw_linear_probe"))

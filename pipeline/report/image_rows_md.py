@@ -64,7 +64,7 @@ def comparison_section(c: ImageComparison) -> list[str]:
         moved = {"held": "more Gaussian than at epoch 0", UNDECIDED: UNDECIDED}.get(
             v.untrained_verdict, "not more Gaussian than at epoch 0")
         verdicts.append(_verdict_line(v.layer, "contrastive − untrained", moved, v.vs_untrained,
-                                      v.seeds))
+                                      v.untrained_seeds))
     level = c.level
     return ["## Contrastive vs supervised vs untrained (Betser et al.'s CIFAR-10 claim)", "",
             f"Raw held-out embeddings; value [{pct(level)} interval] (bootstrap for CV, over "

@@ -195,3 +195,17 @@ def test_interval_of_one_cell_is_its_own_and_of_several_clipped():
     row = next(line for line in "\n".join(lines).splitlines()
                if line.startswith("| head      | contrastive"))
     assert row.split("|")[6].strip().endswith("100%]")  # mean ± z·se, clipped at 100%
+
+
+def test_the_untrained_line_counts_the_contrastive_seeds():
+    """contrastive − untrained pairs each contrastive cell with its own epoch 0: its seed count
+    is the contrastive seeds', not those both objectives have."""
+    con = _seeds("contrastive", GAUSSIAN, [0.10, 0.12, 0.11])
+    sup = _seeds("supervised", SKEWED, [0.30, 0.25])
+    comparison = image_comparison(pd.concat([con, sup], ignore_index=True))
+    head = next(v for v in comparison.layers if v.layer == "head")
+    assert (head.seeds, head.untrained_seeds) == (2, 3)
+    assert head.verdict == "undecided" and head.untrained_verdict != "undecided"
+    text = "\n".join(comparison_section(comparison))
+    assert "- **head**: undecided (2 seed(s) with both encoders" in text
+    assert "over 3 seeds, paired t) — contrastive − untrained" in text
