@@ -82,8 +82,17 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
         cursor.close()
 
 
+WAL_ENV = "CBENCH_MLFLOW_WAL"  # "0": leave SQLite's journal as it is (a network file system)
+
+
 def _use_wal(uri: str) -> None:
-    """Register :func:`_sqlite_pragmas` once, before the first client of a SQLite store."""
+    """Register :func:`_sqlite_pragmas` once, before the first client of a SQLite store, unless
+    ``$CBENCH_MLFLOW_WAL`` is ``0``: WAL needs the processes that open the file on one host
+    (shared memory), which a store on a network file system read from several hosts is not."""
+    if os.environ.get(WAL_ENV, "1") == "0":
+        if event.contains(Engine, "connect", _sqlite_pragmas):
+            event.remove(Engine, "connect", _sqlite_pragmas)
+        return
     if uri.startswith("sqlite:") and not event.contains(Engine, "connect", _sqlite_pragmas):
         event.listen(Engine, "connect", _sqlite_pragmas)
 

@@ -127,6 +127,21 @@ def test_a_local_store_is_written_through_the_write_ahead_log(tmp_path):
     assert out.strip() == "1"
 
 
+def test_the_write_ahead_log_can_be_turned_off(tmp_path, monkeypatch):
+    """CBENCH_MLFLOW_WAL=0 (a store on a network file system): SQLite's own journal."""
+    import sqlite3
+
+    monkeypatch.setenv("CBENCH_MLFLOW_WAL", "0")
+    path = tmp_path / "m.db"
+    Tracker(f"sqlite:///{path}", "exp").start_parent("train", {})
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    monkeypatch.delenv("CBENCH_MLFLOW_WAL")
+    Tracker(f"sqlite:///{tmp_path / 'n.db'}", "exp")  # on again for what follows
+    with sqlite3.connect(tmp_path / "n.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_uri_storage_roundtrip(tmp_path):
     """A pyarrow.fs URI (file:// here; s3:// on a cluster) takes every read and write a cell
     does."""
