@@ -3,7 +3,10 @@
 :func:`scheduler` gives a :class:`Run`: Dask on Ray when a Ray address is configured, else a local
 distributed cluster on 127.0.0.1 with one single-threaded worker per core, or, for one worker,
 the tasks in this process on one thread (a cluster of one worker buys nothing, and starting it
-and its worker's imports cost several seconds a stage). A stage's graph has
+and its worker's imports cost several seconds a stage). With several workers the first task
+runs here and is timed, and the cluster starts only when the rest would gain more from it than
+its start costs (:data:`CLUSTER_START_SECONDS`): a grid of a hundred tiny cells never pays for
+one. ``$CBENCH_DASK_CLUSTER=always`` starts it at once. A stage's graph has
 one task per batch of consecutive cells (:func:`batches`: about :data:`BATCHES_PER_WORKER` tasks
 per worker), so a grid of many small cells costs the cells' own work and not a scheduler round
 trip per cell: a task of a few milliseconds costs the distributed scheduler about as much again.
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from dask.delayed import Delayed
@@ -28,6 +33,11 @@ from pipeline.config import ComputeConfig
 from pipeline.runtime.progress import stage_desc
 
 BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
+# What a local cluster costs before it computes: its start and its workers' imports (torch).
+# At 1000 tiny cells (70 MB of embeddings) two workers were no faster than this process alone:
+# stats 30-34 s against 35-37 s, search 21-25 s against 23-26 s, bounds 20-24 s against 16-18 s.
+CLUSTER_START_SECONDS = 10.0
+CLUSTER_ENV = "CBENCH_DASK_CLUSTER"  # auto (the default: measured, see _run_measured) | always
 T = TypeVar("T")
 
 
@@ -65,17 +75,38 @@ def progress(total: int, desc: str, unit: str = "cell") -> tqdm:
     return tqdm(total=total, desc=stage_desc(desc), unit=unit, file=sys.stderr)
 
 
-def _run_distributed(client: Any) -> Run:
+def _distributed(client: Any, tasks: Sequence[Delayed], sizes: Sequence[int],
+                 bar: tqdm) -> list[Any]:
+    """``tasks`` on the cluster of ``client``, advancing ``bar`` as each finishes."""
     from distributed import as_completed
 
+    futures = client.compute(list(tasks))
+    size = {f.key: n for f, n in zip(futures, sizes, strict=True)}
+    for done in as_completed(futures):
+        bar.update(size[done.key])
+    return list(client.gather(futures))
+
+
+def _here(tasks: Sequence[Delayed], sizes: Sequence[int], bar: tqdm) -> list[Any]:
+    """``tasks`` computed together in this process by Dask's synchronous scheduler."""
+    import dask
+    from dask.callbacks import Callback
+
+    size = {t.key: n for t, n in zip(tasks, sizes, strict=True)}
+
+    def finished(key: Any, *_: Any) -> None:
+        if key in size:
+            bar.update(size[key])
+
+    with Callback(posttask=finished):
+        return list(dask.compute(*tasks, scheduler="sync", optimize_graph=False))
+
+
+def _run_distributed(client: Any) -> Run:
     def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
             unit: str = "cell") -> list[Any]:
-        futures = client.compute(list(tasks))
-        size = {f.key: n for f, n in zip(futures, sizes, strict=True)}
         with progress(sum(sizes), desc, unit) as bar:
-            for done in as_completed(futures):
-                bar.update(size[done.key])
-        return list(client.gather(futures))
+            return _distributed(client, tasks, sizes, bar)
 
     return run
 
@@ -102,20 +133,39 @@ def _run_ray() -> Run:
 
 def _run_here() -> Run:
     """The tasks computed together in this process by Dask's synchronous scheduler."""
-    import dask
-    from dask.callbacks import Callback
+    def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
+            unit: str = "cell") -> list[Any]:
+        with progress(sum(sizes), desc, unit) as bar:
+            return _here(tasks, sizes, bar)
+
+    return run
+
+
+def _run_measured(n_workers: int, client: Callable[[], Any]) -> Run:
+    """The first task here (one thread, as a worker), timed; the rest on the local cluster
+    (``client()`` starts it, once) only when ``n_workers`` of them would save more than
+    :data:`CLUSTER_START_SECONDS` over this process alone, else here too. A task is one of
+    :func:`batches`' equal runs of cells, so the first is a fair sample of the rest."""
+    started: list[Any] = []
 
     def run(tasks: Sequence[Delayed], desc: str, sizes: Sequence[int],
             unit: str = "cell") -> list[Any]:
-        size = {t.key: n for t, n in zip(tasks, sizes, strict=True)}
         with progress(sum(sizes), desc, unit) as bar:
-            def finished(key: Any, *_: Any) -> None:
-                if key in size:
-                    bar.update(size[key])
-
-            with Callback(posttask=finished):
-                values = dask.compute(*tasks, scheduler="sync", optimize_graph=False)
-        return list(values)
+            if started:
+                return _distributed(started[0], tasks, sizes, bar)
+            begin = time.perf_counter()
+            with _one_thread():
+                values = _here(tasks[:1], sizes[:1], bar)
+            took = time.perf_counter() - begin
+            rest = took * (len(tasks) - 1)
+            if rest * (1.0 - 1.0 / n_workers) > CLUSTER_START_SECONDS:
+                bar.write(f"{stage_desc(desc)}: the first of {len(tasks)} batches took "
+                          f"{took:.2f} s here; the rest on a local cluster of {n_workers} "
+                          "workers")
+                started.append(client())
+                return values + _distributed(started[0], tasks[1:], sizes[1:], bar)
+            with _one_thread():
+                return values + _here(tasks[1:], sizes[1:], bar)
 
     return run
 
@@ -159,8 +209,15 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
     # One single-threaded worker per core: torch's spinning OpenMP threads in several workers
     # would fight over the cores (the stats engine ran 3-6x slower that way here).
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=LOOPBACK,
-                      dashboard_address=None, env=env, silence_logs=logging.ERROR) as cluster, \
-            Client(cluster) as client:
-        yield _run_distributed(client)
+    with contextlib.ExitStack() as stack:
+        def client() -> Any:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=n_workers, threads_per_worker=1, processes=True, host=LOOPBACK,
+                dashboard_address=None, env=env, silence_logs=logging.ERROR))
+            return stack.enter_context(Client(cluster))
+
+        mode = os.environ.get(CLUSTER_ENV, "auto")
+        if mode not in ("auto", "always"):
+            raise ValueError(f"${CLUSTER_ENV} = {mode!r}: allowed: auto, always")
+        yield _run_distributed(client()) if mode == "always" else _run_measured(n_workers, client)
 

@@ -39,7 +39,8 @@ def _loopback(ip: str) -> bool:
     return addr.is_loopback
 
 
-def test_local_ray_and_dask_bind_loopback_only(tiny_params):
+def test_local_ray_and_dask_bind_loopback_only(tiny_params, monkeypatch):
+    monkeypatch.setenv("CBENCH_DASK_CLUSTER", "always")  # the cluster at once, not when it pays
     compute = from_mapping(tiny_params).compute
     assert compute.ray_address is None
     init_ray(compute)
