@@ -8,7 +8,7 @@ are reported at once.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pipeline.config.sections import OBJECTIVES, STORAGE_SCHEMES, Params
@@ -219,6 +219,19 @@ def local_cores() -> int:
     return os.cpu_count() or 1
 
 
+DASK_CLUSTER_ENV = "CBENCH_DASK_CLUSTER"  # when the local Dask stages start their cluster
+DASK_CLUSTER_MODES = ("auto", "always")  # auto: when the first batch says it pays; always: at once
+
+
+def dask_cluster_problem(env: Mapping[str, str] = os.environ) -> str | None:
+    """What is wrong with ``$CBENCH_DASK_CLUSTER`` (unset means ``auto``), or None; checked by
+    ``resolve`` before any work and by :func:`pipeline.runtime.scheduler.scheduler`."""
+    mode = env.get(DASK_CLUSTER_ENV, "auto")
+    if mode in DASK_CLUSTER_MODES:
+        return None
+    return f"${DASK_CLUSTER_ENV} = {mode!r}: allowed: {', '.join(DASK_CLUSTER_MODES)}"
+
+
 def compute(p: Params) -> Iterator[str]:
     """Where cells go, what each task asks of a node, and where runs are tracked."""
     c = p.compute
@@ -235,6 +248,8 @@ def compute(p: Params) -> Iterator[str]:
     if c.num_gpus > 1 and not float(c.num_gpus).is_integer():
         yield (f"compute.num_gpus = {c.num_gpus}: above 1 it must be a whole number (a fraction "
                "packs several cells onto one GPU; no task spans part of a second GPU)")
+    if (problem := dask_cluster_problem()) is not None:
+        yield problem
     uri = p.tracking.uri
     scheme = uri.split(":", 1)[0] if ":" in uri else ""
     if any(ch.isspace() for ch in uri):

@@ -30,6 +30,7 @@ from dask.delayed import Delayed
 from tqdm import tqdm
 
 from pipeline.config import ComputeConfig
+from pipeline.config.rules import DASK_CLUSTER_ENV, dask_cluster_problem
 from pipeline.runtime.progress import stage_desc
 
 BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
@@ -37,7 +38,6 @@ BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar th
 # At 1000 tiny cells (70 MB of embeddings) two workers were no faster than this process alone:
 # stats 30-34 s against 35-37 s, search 21-25 s against 23-26 s, bounds 20-24 s against 16-18 s.
 CLUSTER_START_SECONDS = 10.0
-CLUSTER_ENV = "CBENCH_DASK_CLUSTER"  # auto (the default: measured, see _run_measured) | always
 T = TypeVar("T")
 
 
@@ -216,8 +216,8 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
                 dashboard_address=None, env=env, silence_logs=logging.ERROR))
             return stack.enter_context(Client(cluster))
 
-        mode = os.environ.get(CLUSTER_ENV, "auto")
-        if mode not in ("auto", "always"):
-            raise ValueError(f"${CLUSTER_ENV} = {mode!r}: allowed: auto, always")
-        yield _run_distributed(client()) if mode == "always" else _run_measured(n_workers, client)
+        if (problem := dask_cluster_problem()) is not None:
+            raise ValueError(problem)
+        always = os.environ.get(DASK_CLUSTER_ENV) == "always"
+        yield _run_distributed(client()) if always else _run_measured(n_workers, client)
 

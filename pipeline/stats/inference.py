@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from pipeline.stats.uncertainty import check_level, seed_ci, t_quantile
+from pipeline.stats.uncertainty import check_level, seed_ci
 
 MIN_SEEDS = 3  # seeds a verdict about training needs (per point of a trend, per side of a pair)
 
@@ -135,14 +135,11 @@ def paired_many(pairs: Sequence[tuple[np.ndarray, np.ndarray]], level: float = 0
             t = sps.ttest_rel(var, base, axis=1)
         w_p = (sps.wilcoxon(var, base, axis=1, method="exact").pvalue if path == "exact"
                else _permutation_p(diff))
-        mean = diff.mean(axis=1)
-        half = t_quantile(level, n - 1) * diff.std(axis=1, ddof=1) / np.sqrt(n)
         for j, i in enumerate(rows):
-            p = float(t.pvalue[j])
-            out[i] = PairedResult(n, float(base[j].mean()), float(var[j].mean()),
-                                  float(mean[j]), float(mean[j] - half[j]),
-                                  float(mean[j] + half[j]), float(t.statistic[j]), p,
-                                  float(w_p[j]), bool(p < alpha))
+            ci, p = seed_ci(diff[j], level), float(t.pvalue[j])
+            out[i] = PairedResult(n, float(base[j].mean()), float(var[j].mean()), ci.estimate,
+                                  ci.low, ci.high, float(t.statistic[j]), p, float(w_p[j]),
+                                  bool(p < alpha))
     return [r for r in out if r is not None]
 
 

@@ -4,12 +4,13 @@ real local Dask cluster starts only when the rest would gain more from it than i
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
 from dask import delayed
 
-from pipeline.config import from_mapping
+from pipeline.config import ConfigError, from_mapping
 from pipeline.runtime import scheduler as sched
 
 
@@ -49,6 +50,9 @@ def test_always_starts_the_cluster_and_a_bad_value_is_named(tiny_params, monkeyp
         got = run(_tasks(2, 0.0), "always", [1, 1])
     assert all(pid != os.getpid() for _, pid in got)
     monkeypatch.setenv("CBENCH_DASK_CLUSTER", "sometimes")
-    with pytest.raises(ValueError, match=r"CBENCH_DASK_CLUSTER = 'sometimes': allowed: auto, "
-                                         r"always"), sched.scheduler(compute, n_workers=2):
+    message = "$CBENCH_DASK_CLUSTER = 'sometimes': allowed: auto, always"
+    with pytest.raises(ConfigError, match=re.escape(message)):  # the params, before any work
+        from_mapping(tiny_params)
+    with pytest.raises(ValueError, match=re.escape(message)), \
+            sched.scheduler(compute, n_workers=2):
         pass
