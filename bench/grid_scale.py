@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("RAY_ADDRESS", None)  # a local instance on 127.0.0.1 for train, never a cluster
 
+import psutil  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
@@ -65,17 +67,25 @@ from pipeline.runtime import cell_tasks, context, layout, storage, tables  # noq
 from pipeline.runtime.probe_ops import probe_cell, probe_inputs  # noqa: E402
 from stages import report as report_stage  # noqa: E402
 
-PROFILE = ROOT / "profiles" / "grid-1000.yaml"
-SUBSETS = {1000: {}, 100: {"tau": [0.1], "embed_dim": [8]}}  # grid keys laid over the profile
+PROFILES = ROOT / "profiles"
+# size -> (profile, grid keys laid over it); the 100 cells are among the 1000, the 1000 among the
+# 10 000 (n = 500, embed_dim 8 and 16), so the cell store trains each cell once
+SUBSETS: dict[int, tuple[str, dict]] = {
+    100: ("grid-1000.yaml", {"tau": [0.1], "embed_dim": [8]}),
+    1000: ("grid-1000.yaml", {}),
+    10000: ("grid-10000.yaml", {}),
+}
 STAGES = ("stats", "search", "bounds", "probe", "report")
+FIRST = ("stats", "search", "bounds", "probe", "geometry", "report")  # dvc.yaml's order after train
 TARGET = ("stats", "search", "bounds", "report")  # issue 16: together at most 1.5x in-process
 SETUP = ("resolve", "prepare", "train")
 
 
 def make_workspace(folder: Path, size: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    profile = yaml.safe_load(PROFILE.read_text())
-    profile["grid"].update(SUBSETS[size])
+    name, overrides = SUBSETS[size]
+    profile = yaml.safe_load((PROFILES / name).read_text())
+    profile["grid"].update(overrides)
     (folder / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     return folder
 
@@ -86,19 +96,59 @@ def stage_env(code: Path, workspace: Path) -> dict[str, str]:
     return env
 
 
-def run_stage(name: str, code: Path, workspace: Path, log: Path) -> float:
-    """Wall seconds of ``python -m stages.<name>`` in ``workspace``; its output goes to ``log``."""
+class PeakMemory:
+    """Peak resident memory of a process and all its descendants (Dask and Ray workers, Ray's
+    daemons), sampled every ``interval`` seconds in a thread: the sum of their RSS, so pages
+    they share (the torch library, mapped files) count once per process, an upper bound."""
+
+    def __init__(self, pid: int, interval: float = 0.1):
+        self.process, self.interval, self.peak = psutil.Process(pid), interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _rss(self) -> int:
+        total = 0
+        try:
+            family = [self.process, *self.process.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        for p in family:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:  # ended between the listing and the read
+                pass
+        return total
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss())
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_stage(name: str, code: Path, workspace: Path, log: Path) -> tuple[float, int]:
+    """Wall seconds and peak memory (bytes, :class:`PeakMemory`) of ``python -m stages.<name>``
+    in ``workspace``; its output goes to ``log``."""
     args = [sys.executable, "-m", f"stages.{name}"]
     if name == "resolve":
         args += ["--params", str(ROOT / "params.yaml"), "--profile", "profile.yaml"]
     start = time.perf_counter()
     with open(log, "ab") as out:
-        done = subprocess.run(args, cwd=workspace, env=stage_env(code, workspace), stdout=out,
-                              stderr=subprocess.STDOUT, check=False)
+        child = subprocess.Popen(args, cwd=workspace, env=stage_env(code, workspace),
+                                 stdout=out, stderr=subprocess.STDOUT)
+        with PeakMemory(child.pid) as memory:
+            returncode = child.wait()
     seconds = time.perf_counter() - start
-    if done.returncode not in (0, 3 if name == "report" else 0):  # 3: some cells failed
-        raise SystemExit(f"stages.{name} in {workspace} exited {done.returncode}; see {log}")
-    return seconds
+    if returncode not in (0, 3 if name == "report" else 0):  # 3: some cells failed
+        raise SystemExit(f"stages.{name} in {workspace} exited {returncode}; see {log}")
+    return seconds, memory.peak
 
 
 def _stats() -> None:
@@ -162,13 +212,17 @@ IN_PROCESS: dict[str, Callable[[], None]] = {
     "report": lambda: _report(Path("bench-reports"))}
 
 
-def in_process(name: str, workspace: Path) -> float:
+def in_process(name: str, workspace: Path) -> tuple[float, int]:
+    """Wall seconds of stage ``name``'s computations in this process, and this process's peak
+    resident memory meanwhile (bytes)."""
     here = Path.cwd()
     os.chdir(workspace)
     try:
-        start = time.perf_counter()
-        IN_PROCESS[name]()
-        return time.perf_counter() - start
+        with PeakMemory(os.getpid()) as memory:
+            start = time.perf_counter()
+            IN_PROCESS[name]()
+            seconds = time.perf_counter() - start
+        return seconds, memory.peak
     finally:
         os.chdir(here)
 
@@ -180,10 +234,15 @@ def warm_up(workspace: Path, stages: list[str]) -> None:
         in_process(name, workspace)
 
 
+MB = 2**20
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], choices=sorted(SUBSETS))
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="reruns of each stage against its in-process work (0: the first run "
+                         "only)")
     ap.add_argument("--workdir", type=Path, default=None,
                     help="keep the workspaces here (reused by a later run); default: a temporary "
                          "folder")
@@ -191,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="checkout whose stages (a) runs (default: this one)")
     ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
     args = ap.parse_args(argv)
+    if args.repeats < 0:
+        ap.error(f"--repeats must be 0 or more, got {args.repeats}")
     load = os.getloadavg()
     print(f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"{os.cpu_count()} cores; stages from {args.code.resolve()}; "
@@ -202,29 +263,32 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(args.sizes)
     spaces = {n: make_workspace(workdir / f"grid-{n}", n) for n in sizes}
     log = workdir / "stages.log"
+    times: dict[tuple[int, str, str], list[float]] = {}
+    peaks: dict[tuple[int, str, str], int] = {}
+    first: dict[tuple[int, str], tuple[float, int]] = {}
     try:
         for n in sizes:
-            setup = {s: run_stage(s, ROOT, spaces[n], log) for s in SETUP}
+            for name in SETUP:
+                first[(n, name)] = run_stage(name, ROOT, spaces[n], log)
             cells = len(storage.read_json(spaces[n] / context.GRID)["cells"])
             assert cells == n, (cells, n)
-            print(f"grid {n}: resolve {setup['resolve']:.1f} s, prepare {setup['prepare']:.1f} s, "
-                  f"train {setup['train']:.1f} s (cells already in the store are skipped)",
-                  flush=True)
-        # every stage table present before the warm-up reads them, and the tables of the stages
-        # left out of --stages (the report reads them all) in every workspace, once, untimed
-        for n in sizes:
-            for name in STAGES:
-                if name not in args.stages or n == sizes[0]:
-                    run_stage(name, args.code, spaces[n], log)
-        warm_up(spaces[sizes[0]], args.stages)
-        times: dict[tuple[int, str, str], list[float]] = {}
+            # the rest of the pipeline once, as `dvc repro` runs it: the first report logs every
+            # cell's metrics to MLflow; the stage tables are then there for the warm-up and (b)
+            for name in FIRST:
+                first[(n, name)] = run_stage(name, args.code, spaces[n], log)
+            print(f"grid {n}, first run: " + ", ".join(
+                f"{s} {first[(n, s)][0]:.1f} s" for s in (*SETUP, *FIRST))
+                + " (train skips the cells already in the store)", flush=True)
+        if args.repeats:
+            warm_up(spaces[sizes[0]], args.stages)
         for r in range(args.repeats):
             for n in sizes:
                 for name in args.stages:
-                    a = run_stage(name, args.code, spaces[n], log)
-                    b = in_process(name, spaces[n])
-                    times.setdefault((n, name, "stage"), []).append(a)
-                    times.setdefault((n, name, "in"), []).append(b)
+                    for kind, (seconds, peak) in (("stage", run_stage(name, args.code, spaces[n],
+                                                                       log)),
+                                                  ("in", in_process(name, spaces[n]))):
+                        times.setdefault((n, name, kind), []).append(seconds)
+                        peaks[(n, name, kind)] = max(peaks.get((n, name, kind), 0), peak)
                 print(f"repeat {r + 1}, {n} cells: stages "
                       + ", ".join(f"{s} {times[(n, s, 'stage')][-1]:.1f}" for s in args.stages)
                       + " s; in-process "
@@ -233,8 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    report(med, sizes, args.stages)
+    report_first(first, sizes)
+    if args.repeats:
+        med = {k: statistics.median(v) for k, v in times.items()}
+        report(med, peaks, sizes, args.stages)
     load = os.getloadavg()
     print(f"load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0
@@ -244,7 +310,25 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:6.2f}x" if b > 0 else "     -"
 
 
-def report(med: dict[tuple[int, str, str], float], sizes: list[int], stages: list[str]) -> None:
+def report_first(first: dict[tuple[int, str], tuple[float, int]], sizes: list[int]) -> None:
+    """The first run of every stage, as end to end: seconds and peak memory (MiB) per size, and
+    the ratio of each size's time to the size below it."""
+    names = (*SETUP, *FIRST)
+    print("\nfirst run (end to end; train skips cells already in the store): seconds, peak "
+          "MiB (RSS summed over the stage's processes)")
+    print("  stage     " + "".join(f"{n:>10d} s {'MiB':>7s}" for n in sizes)
+          + "".join(f"   {hi}/{lo}" for lo, hi in zip(sizes, sizes[1:], strict=False)))
+    for name in (*names, "total"):
+        parts = names if name == "total" else (name,)
+        t = {n: sum(first[(n, s)][0] for s in parts) for n in sizes}
+        m = {n: max(first[(n, s)][1] for s in parts) / MB for n in sizes}
+        ratios = "".join(f"   {t[hi] / t[lo]:{len(str(hi)) + len(str(lo)) + 1}.2f}"
+                         for lo, hi in zip(sizes, sizes[1:], strict=False))
+        print(f"  {name:9s} " + "".join(f"{t[n]:12.1f} {m[n]:7.0f}" for n in sizes) + ratios)
+
+
+def report(med: dict[tuple[int, str, str], float], peaks: dict[tuple[int, str, str], int],
+           sizes: list[int], stages: list[str]) -> None:
     target = [s for s in TARGET if s in stages]
     rows = [*stages, "total", *(["target"] if len(target) == len(TARGET) else [])]
 
@@ -253,23 +337,29 @@ def report(med: dict[tuple[int, str, str], float], sizes: list[int], stages: lis
             return sum(med[(n, s, kind)] for s in (stages if name == "total" else target))
         return med[(n, name, kind)]
 
+    def m(n: int, name: str, kind: str) -> float:
+        keys = stages if name == "total" else target if name == "target" else [name]
+        return max(peaks[(n, s, kind)] for s in keys) / MB
+
     for n in sizes:
-        print(f"\n{n} cells       stage s   ms/cell   in-process s   ms/cell   stage / in-process")
+        print(f"\n{n} cells, reruns   stage s   ms/cell  peak MiB   in-process s   ms/cell  "
+              "peak MiB   stage / in-process")
         for name in rows:
             a, b = t(n, name, "stage"), t(n, name, "in")
-            print(f"  {name:10s} {a:9.2f} {1000 * a / n:9.1f} {b:14.2f} {1000 * b / n:9.1f}   "
-                  f"{_ratio(a, b)}")
+            print(f"  {name:15s} {a:9.2f} {1000 * a / n:9.1f} {m(n, name, 'stage'):9.0f} "
+                  f"{b:14.2f} {1000 * b / n:9.1f} {m(n, name, 'in'):9.0f}   {_ratio(a, b)}")
     if len(sizes) < 2:
         return
-    lo, hi = sizes[0], sizes[-1]
-    print(f"\nmarginal per cell, {lo} -> {hi} cells (fixed costs cancel; stage fixed part = "
-          f"T_{lo} - {lo} x marginal)")
-    print("  stage       stage ms/cell   in-process ms/cell   ratio   stage fixed s")
-    for name in rows:
-        da = (t(hi, name, "stage") - t(lo, name, "stage")) / (hi - lo)
-        db = (t(hi, name, "in") - t(lo, name, "in")) / (hi - lo)
-        fixed = t(lo, name, "stage") - lo * da
-        print(f"  {name:10s} {1000 * da:13.2f} {1000 * db:20.2f}   {_ratio(da, db)} {fixed:11.2f}")
+    for lo, hi in zip(sizes, sizes[1:], strict=False):
+        print(f"\nmarginal per cell, {lo} -> {hi} cells (fixed costs cancel; stage fixed part = "
+              f"T_{lo} - {lo} x marginal)")
+        print("  stage       stage ms/cell   in-process ms/cell   ratio   stage fixed s")
+        for name in rows:
+            da = (t(hi, name, "stage") - t(lo, name, "stage")) / (hi - lo)
+            db = (t(hi, name, "in") - t(lo, name, "in")) / (hi - lo)
+            fixed = t(lo, name, "stage") - lo * da
+            print(f"  {name:10s} {1000 * da:13.2f} {1000 * db:20.2f}   {_ratio(da, db)} "
+                  f"{fixed:11.2f}")
 
 
 if __name__ == "__main__":
