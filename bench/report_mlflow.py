@@ -89,14 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         (reports / "leaderboard.md").write_text("board\n")
 
         def old(values: Values) -> int:
-            by_run = report._run_metrics(tracker.cell_runs(), grid, values)
+            run_ids = {key: run.info.run_id for key, run in tracker.cell_runs().items()}
+            by_run = report._run_metrics(run_ids, grid, values)
             for run_id, metrics in by_run.items():
                 tracker.log(run_id, metrics=metrics)
             return len(by_run)
 
         def new(values: Values) -> int:
-            runs = tracker.cell_runs()
-            return tracker.log_changed(runs.values(), report._run_metrics(runs, grid, values))
+            return report.log_metrics(tracker, grid, values)
 
         times: dict[str, list[float]] = {k: [] for k in ("old", "new", "level", "noop", "track")}
         for r in range(args.repeats):

@@ -3,14 +3,19 @@
 MLflow (:func:`track`) gets each cell's report metrics in its training's run, only those whose
 value changed (one ``log_batch`` per such run), and reports/ as the artifacts of the workspace's
 train run, or of a report run of its own; a rerun that writes the same reports logs nothing and
-creates no run.
+creates no run. MLflow's search of the cell runs (seconds at a thousand runs) runs in a process
+of its own while the report is built, where this process may use a second core.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +29,7 @@ from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
 from pipeline.runtime import layout, storage
 from pipeline.runtime.store import read_verify_checks, store_root
-from pipeline.runtime.tracking import Tracker, run_key
+from pipeline.runtime.tracking import Tracker, cell_metrics, run_key
 
 
 def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
@@ -54,28 +59,31 @@ def read_norms(grid: pd.DataFrame, cell_ids: Sequence[str]) -> dict[str, np.ndar
                               axis=1) for c in cell_ids}
 
 
-def _run_metrics(runs: dict, grid: pd.DataFrame,
+def _run_metrics(runs: Mapping[str, str], grid: pd.DataFrame,
                  values: dict[str, list[tuple[str, float]]]) -> dict[str, list]:
-    """Each cell's final metrics for its training's MLflow run. Cells that share a training (they
-    differ only in keys it does not read, such as k for a loss without negatives) share its run,
-    so their metrics carry the grid values that tell them apart (``recall_at_1/k_16``: MLflow
-    allows no ``=`` or ``,`` in a metric name)."""
-    training = dict(zip(grid.cell_id, grid.get("training_id", grid.cell_id), strict=True))
+    """Each cell's final metrics (``values``) by the run id of its training's MLflow run
+    (``runs``: :func:`~pipeline.runtime.tracking.run_key` → run id). Cells that share a
+    training (they differ only in keys it does not read, such as k for a loss without
+    negatives) share its run, so their metrics carry the grid values that tell them apart
+    (``recall_at_1/k_16``: MLflow allows no ``=`` or ``,`` in a metric name)."""
+    trainings = grid.get("training_id", grid.cell_id)
+    training = dict(zip(grid.cell_id, trainings, strict=True))
     version = dict(zip(grid.cell_id, grid.version, strict=True))
-    sharing = grid.groupby(grid.get("training_id", grid.cell_id)).cell_id.transform("size")
-    shared = dict(zip(grid.cell_id, sharing > 1, strict=True))
     axes = [a for a in GRID_AXES if a in grid]
+    suffixes: dict[str, str] = {}  # a shared training's cells: the axes that tell them apart
+    for _, same in grid.groupby(trainings, sort=False):
+        if len(same) > 1:
+            varying = [a for a in axes if same[a].nunique() > 1]
+            for cell_id, *keys in zip(same.cell_id, *(same[a] for a in varying), strict=True):
+                suffixes[cell_id] = "".join(f"/{a}_{v}" for a, v in zip(varying, keys,
+                                                                         strict=True))
     out: dict[str, list] = {}
     for cell_id, metrics in values.items():
-        run = runs.get(run_key(training.get(cell_id, cell_id), version.get(cell_id, "")))
-        if run is None:
+        run_id = runs.get(run_key(training.get(cell_id, cell_id), version.get(cell_id, "")))
+        if run_id is None:
             continue
-        suffix = ""
-        if shared.get(cell_id):
-            same = grid[grid.get("training_id", grid.cell_id) == training[cell_id]]
-            row = grid[grid.cell_id == cell_id].iloc[0]
-            suffix = "".join(f"/{a}_{row[a]}" for a in axes if same[a].nunique() > 1)
-        out.setdefault(run.info.run_id, []).extend((k + suffix, v, 0) for k, v in metrics)
+        suffix = suffixes.get(cell_id, "")
+        out.setdefault(run_id, []).extend((k + suffix, v, 0) for k, v in metrics)
     return out
 
 
@@ -94,17 +102,29 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def log_metrics(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[str, float]]],
+                runs: Mapping[str, tuple[str, Mapping[str, float]]] | None = None) -> int:
+    """Each cell's ``metrics`` into its training's run (:func:`_run_metrics`), the values the run
+    holds already left out (:meth:`Tracker.log_changed`); ``runs`` as :func:`cell_metrics` reads
+    them (read here when None). Returns how many runs got metrics."""
+    if runs is None:
+        runs = cell_metrics(tracker.uri, tracker.experiment)
+    run_ids = {key: run_id for key, (run_id, _) in runs.items()}
+    return tracker.log_changed(dict(runs.values()), _run_metrics(run_ids, grid, metrics))
+
+
 def track(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[str, float]]],
-          reports: Path) -> tuple[int, str | None]:
+          reports: Path, runs: Mapping[str, tuple[str, Mapping[str, float]]] | None = None
+          ) -> tuple[int, str | None]:
     """Log the report: each cell's ``metrics`` (cell id → (name, value)) into its training's run,
     those already logged with the same value left out (:meth:`Tracker.log_changed`), and the
     folder ``reports`` as artifacts (``reports/``) of the newest invocation run of this
     workspace when that is a train run without reports yet (the train run of this
     ``dvc repro``), else of a new, finished report run; nothing when the newest invocation
-    already holds these very reports (:func:`folder_digest`). Returns (how many runs got
-    metrics, the id of the run that got the reports or None)."""
-    runs = tracker.cell_runs()
-    logged = tracker.log_changed(runs.values(), _run_metrics(runs, grid, metrics))
+    already holds these very reports (:func:`folder_digest`). ``runs``: the cell runs as
+    :func:`cell_metrics` read them (read here when None). Returns (how many runs got metrics,
+    the id of the run that got the reports or None)."""
+    logged = log_metrics(tracker, grid, metrics, runs)
     digest = folder_digest(reports)
     newest = tracker.newest_invocation()
     tags = newest.data.tags if newest is not None else {}
@@ -119,14 +139,27 @@ def track(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[st
     return logged, run_id
 
 
+def _other_core() -> bool:
+    """Whether this process may use a second core (Linux: its CPU affinity; else the count)."""
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(
+        os.cpu_count() or 1)
+    return len(cores) > 1
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv:
         return ctx.usage_error("report", argv)
     params, grid = ctx.resolved_params(), ctx.read_grid()
-    report = build(read_inputs(params, grid))
-    write(report, ctx.REPORTS, read_norms(grid, norm_cells(report.figures)))
-    track(Tracker(ctx.tracking_uri(params), params.tracking.experiment), grid, report.mlflow,
-          ctx.REPORTS)
+    tracking = (ctx.tracking_uri(params), params.tracking.experiment)
+    with contextlib.ExitStack() as stack:
+        runs: Future | None = None
+        if _other_core():  # MLflow's search of the cell runs, in a process of its own meanwhile
+            pool = stack.enter_context(ProcessPoolExecutor(1, mp_context=get_context("spawn")))
+            runs = pool.submit(cell_metrics, *tracking)
+        report = build(read_inputs(params, grid))
+        write(report, ctx.REPORTS, read_norms(grid, norm_cells(report.figures)))
+        track(Tracker(*tracking), grid, report.mlflow, ctx.REPORTS,
+              runs.result() if runs is not None else None)
     print(f"report: leaderboard of {len(report.cells)} cells ({report.failed} failed) -> "
           f"{(ctx.REPORTS / 'leaderboard.md').resolve()}")
     if report.failed:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.config import Params
@@ -151,11 +152,11 @@ def _mlflow(cells: pd.DataFrame) -> dict[str, list[tuple[str, float]]]:
     """Per cell, its registry metrics and their interval bounds under their registry names."""
     cols = metrics_in(cells)
     cols += [f"{c}_{end}" for c in cols for end in ("lo", "hi") if f"{c}_{end}" in cells]
-    out = {}
-    for _, row in cells.iterrows():
-        out[str(row.cell_id)] = [(c, float(row[c])) for c in cols
-                                 if not (isinstance(row[c], float) and math.isnan(row[c]))]
-    return out
+    values = cells[cols].to_numpy(dtype=float)  # a column at a time, not a Series per row
+    keep = ~np.isnan(values)
+    return {str(cell_id): [(c, float(v)) for c, v, k in zip(cols, row, ok, strict=True) if k]
+            for cell_id, row, ok in zip(cells.cell_id, values.tolist(), keep.tolist(),
+                                        strict=True)}
 
 
 def _history(history: pd.DataFrame, grid: pd.DataFrame) -> pd.DataFrame:

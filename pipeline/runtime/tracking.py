@@ -114,6 +114,7 @@ class Tracker:
 
     def __init__(self, uri: str, experiment: str):
         uri = self.uri = effective_uri(uri)
+        self.experiment = experiment
         _use_wal(uri)
         with _first_use(uri):  # drivers sharing a SQLite file must not create it twice at once
             self.client = MlflowClient(tracking_uri=uri)
@@ -206,14 +207,13 @@ class Tracker:
                                   params=[e for e in chunk if isinstance(e, Param)],
                                   tags=[e for e in chunk if isinstance(e, RunTag)])
 
-    def log_changed(self, runs: Iterable[Any],
+    def log_changed(self, latest: Mapping[str, Mapping[str, float]],
                     metrics: Mapping[str, Iterable[tuple[str, float, int]]]) -> int:
         """(key, value, step) metrics per run id, the metrics whose value differs from the run's
-        latest one left out (``runs``: the runs as :meth:`cell_runs` read them, with their
-        latest metric values), so a rerun that computed the same values logs nothing. One
-        ``log_batch`` per run with a changed metric, the fewest MLflow's API allows: a batch
+        latest one left out (``latest``: run id → metric name → its latest value, as
+        :func:`cell_metrics` reads them), so a rerun that computed the same values logs nothing.
+        One ``log_batch`` per run with a changed metric, the fewest MLflow's API allows: a batch
         holds one run's data. Returns how many runs were logged."""
-        latest = {str(r.info.run_id): r.data.metrics for r in runs}
         logged = 0
         for run_id, entries in metrics.items():
             now = latest.get(run_id, {})
@@ -264,6 +264,15 @@ class Invocation:
 
 def _param_str(value: Any) -> str:
     return str(value)[:6000]
+
+
+def cell_metrics(uri: str, experiment: str) -> dict[str, tuple[str, dict[str, float]]]:
+    """Every cell run of ``experiment`` (:meth:`Tracker.cell_runs`), keyed by :func:`run_key`:
+    its run id and its latest metric values. Plain values, so that a process of its own can read
+    them (MLflow's search loads every run's params and tags too: 4-5 s at 1000 runs here) while
+    the report stage builds its tables."""
+    runs = Tracker(uri, experiment).cell_runs()
+    return {key: (str(r.info.run_id), dict(r.data.metrics)) for key, r in runs.items()}
 
 
 def flatten(prefix: str, obj: Any) -> dict[str, Any]:

@@ -5,11 +5,14 @@ the workspace's train run once, and a rerun with the same reports creates no run
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.runtime.tracking import Tracker, run_key
+from pipeline.runtime.tracking import Tracker, cell_metrics, run_key
 from stages import report
 from tests.conftest import mlflow_runs
 
@@ -44,7 +47,8 @@ def _store(tmp_path, grid: pd.DataFrame, experiment: str = EXPERIMENT) -> Tracke
 
 def _one_at_a_time(tracker: Tracker, grid: pd.DataFrame, values) -> None:
     """The report stage's logging before: one log_batch into each run, every metric."""
-    for run_id, metrics in report._run_metrics(tracker.cell_runs(), grid, values).items():
+    run_ids = {key: run.info.run_id for key, run in tracker.cell_runs().items()}
+    for run_id, metrics in report._run_metrics(run_ids, grid, values).items():
         tracker.log(run_id, metrics=metrics)
 
 
@@ -151,3 +155,27 @@ def test_the_folder_digest_changes_with_a_name_or_a_byte(tmp_path):
     (folder / "leaderboard.md").rename(folder / "leaderboard.txt")
     assert report.folder_digest(folder) != first
     assert len(first) == 64
+
+
+def test_the_cell_runs_read_in_another_process_are_the_runs_search_returns(tmp_path, monkeypatch,
+                                                                           grid, values):
+    """What the report stage's second process reads (cell_metrics, in a spawned process as the
+    stage runs it) is every cell run's id and latest metrics, as MLflow's search returns them;
+    track given it logs what track reading them itself logs."""
+    monkeypatch.chdir(tmp_path)
+    tracker = _store(tmp_path, grid)
+    reports = _reports(tmp_path, "board")
+    report.track(tracker, grid, values, reports)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        read = pool.submit(cell_metrics, tracker.uri, EXPERIMENT).result()
+    expected = {key: (run.info.run_id, run.data.metrics)
+                for key, run in tracker.cell_runs().items()}
+    assert read == expected and len(read) == 4  # four trainings, each with its metrics
+    assert all(len(metrics) == len(values["c0"]) * (2 if key.startswith("t3") else 1)
+               for key, (_, metrics) in read.items())
+
+    # a change logged with the other process's reading, then a rerun that reads them itself
+    values["c1"][1] = (values["c1"][1][0], values["c1"][1][1] - 2.0)
+    assert report.log_metrics(tracker, grid, values, read) == 1
+    assert report.log_metrics(tracker, grid, values) == 0
+    assert _latest(tracker)["c1"] == dict(values["c1"])
