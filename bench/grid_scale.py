@@ -1,13 +1,15 @@
 """Benchmark: the analysis stages' cost per cell, against the same computations in one process.
 
-    python bench/grid_scale.py [--sizes 100 1000] [--repeats 3] [--workdir DIR] [--code DIR]
+    python bench/grid_scale.py [--sizes 100 1000 10000] [--repeats 3] [--workdir DIR] [--code DIR]
 
 Grids: profiles/grid-1000.yaml (4 losses x 5 k x 5 tau x 2 embedding sizes x 5 seeds = 1000
 tiny linear cells, 1 epoch on 500 Laplace points) and its 100-cell part (tau = 0.1, d = 8:
 4 x 5 x 1 x 1 x 5, settings of 5 seeds as in the 1000), whose cells are among the 1000, so the
-cell store trains them once. Each grid gets a workspace (params.resolved.yaml, data/, reports/,
-mlruns.db); resolve, prepare and train run there first, train timed apart (it skips the cells
-the store holds: ``$CBENCH_STORE``, as the pipeline).
+cell store trains them once; 10 000: profiles/grid-10000.yaml (4 x 5 x 5 x 4 embedding sizes x
+5 training sizes x 5 seeds), which holds the 1000. Each grid gets a workspace
+(params.resolved.yaml, data/, reports/, mlruns.db); resolve, prepare and train run there
+first, train timed apart (it skips the cells the store holds: ``$CBENCH_STORE``, as the
+pipeline).
 (a) stage: ``python -m stages.<name>`` as DVC runs it, a subprocess in the workspace (wall time):
     stats, search, bounds, probe, report. ``--code DIR``: the stages of another checkout (e.g.
     the code before a change; (b) always runs this checkout's).
@@ -20,6 +22,10 @@ the store holds: ``$CBENCH_STORE``, as the pipeline).
     stage tables and every cell's record and history), ``build`` and ``write`` (every table and
     figure). The cells' own files are read in both. Imports are done and each function has run
     once before timing.
+First, at every size, each stage after train runs once in dvc.yaml's order, timed as end to end
+(the first report logs every cell's metrics to MLflow); then (a) and (b) ``--repeats`` times
+(0: the first run only). Every run records its peak memory: the RSS summed over the stage's
+process and all its children (Dask and Ray workers), sampled every 0.1 s (``PeakMemory``).
 What (a) adds to (b) is the stages' overhead: interpreter start and imports, the Dask cluster's
 start and stop, shipping batches and results, writing the stage tables, the report's MLflow
 logging. The Dask stages use ``stats.n_workers`` worker processes, (b) one: on a quiet machine

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import Params
+from pipeline.config.rules import local_cores
 from pipeline.grid import GRID_AXES
 from pipeline.report.build import Inputs, build
 from pipeline.report.figure_plan import norm_cells
@@ -139,13 +139,6 @@ def track(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[st
     return logged, run_id
 
 
-def _other_core() -> bool:
-    """Whether this process may use a second core (Linux: its CPU affinity; else the count)."""
-    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(
-        os.cpu_count() or 1)
-    return len(cores) > 1
-
-
 def main(argv: list[str] | None = None) -> int:
     if argv:
         return ctx.usage_error("report", argv)
@@ -153,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     tracking = (ctx.tracking_uri(params), params.tracking.experiment)
     with contextlib.ExitStack() as stack:
         runs: Future | None = None
-        if _other_core():  # MLflow's search of the cell runs, in a process of its own meanwhile
+        if local_cores() > 1:  # MLflow's search of the cell runs, in a process of its own meanwhile
             pool = stack.enter_context(ProcessPoolExecutor(1, mp_context=get_context("spawn")))
             runs = pool.submit(cell_metrics, *tracking)
         report = build(read_inputs(params, grid))
