@@ -12,8 +12,8 @@ metrics per cell (what ``Report.mlflow`` holds), the search of the cell runs inc
 (level) new, with only the interval bounds changed (``*_lo``/``*_hi``, half the metrics: a
       report rerun after ``report.level`` changed);
 (noop) new, with the values just logged (a report rerun that computed the same numbers), and
-      ``stages.report.track`` as a whole on it (metrics, the reports/ digest, the search for the
-      workspace's invocation run): no call writes, no run is created.
+      ``pipeline.runtime.report_tracking.track`` as a whole on it (metrics, the reports/
+      digest, the search for the workspace's invocation run): no call writes, no run is created.
 Each repeat logs other values than the one before, so old and new both write every metric.
 Medians over repeats; the ratios are old / new, measured in the same process on the same store.
 """
@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
+from pipeline.runtime import report_tracking  # noqa: E402
 from pipeline.runtime.tracking import Tracker, run_key  # noqa: E402
-from stages import report  # noqa: E402
 
 Values = dict[str, list[tuple[str, float]]]
 
@@ -90,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
 
         def old(values: Values) -> int:
             run_ids = {key: run.info.run_id for key, run in tracker.cell_runs().items()}
-            by_run = report._run_metrics(run_ids, grid, values)
+            by_run = report_tracking._run_metrics(run_ids, grid, values)
             for run_id, metrics in by_run.items():
                 tracker.log(run_id, metrics=metrics)
             return len(by_run)
 
         def new(values: Values) -> int:
-            return report.log_metrics(tracker, grid, values)
+            return report_tracking.log_metrics(tracker, grid, values)
 
         times: dict[str, list[float]] = {k: [] for k in ("old", "new", "level", "noop", "track")}
         for r in range(args.repeats):
@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                 times[key].append(t)
                 print(f"repeat {r}: {key:5s} {t:7.2f} s ({n} log_batch calls)", flush=True)
             same = _values(args.cells, args.metrics, base + 3, True, base + 2)
-            report.track(tracker, grid, same, reports)  # the reports' run, once
+            report_tracking.track(tracker, grid, same, reports)  # the reports' run, once
             runs = len(tracker.client.search_runs([tracker.experiment_id], max_results=50_000))
-            t, got = _timed(partial(report.track, tracker, grid, same, reports))
+            t, got = _timed(partial(report_tracking.track, tracker, grid, same, reports))
             after = len(tracker.client.search_runs([tracker.experiment_id], max_results=50_000))
             times["track"].append(t)
             print(f"repeat {r}: track {t:7.2f} s (no-op: {got}; runs {runs} -> {after})",
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, what in (("new", "new, every value new (first report):"),
                       ("level", "new, bounds changed (report.level):"),
                       ("noop", "new, nothing changed (rerun):"),
-                      ("track", "stages.report.track, nothing changed:")):
+                      ("track", "report_tracking.track, nothing changed:")):
         print(f"  {what:48s} {med[key]:7.2f} s   old/new = {med['old'] / med[key]:6.1f}x")
     return 0
 

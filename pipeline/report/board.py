@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.config import ReportConfig
@@ -37,9 +38,9 @@ from pipeline.report.tables import (
     PROVENANCE,
     aggregate,
     axes_in,
-    groups,
+    group_rows,
     metrics_in,
-    ok_cells,
+    ok_mask,
     plain,
     rank,
     tied_with_best,
@@ -132,9 +133,11 @@ def _primary(name: str, headline: Sequence[Metric], cells: pd.DataFrame) -> Metr
 
 def _marks(table: pd.DataFrame, cells: pd.DataFrame, group_by: list[str],
            headline: Sequence[Metric], alpha: float) -> pd.DataFrame:
-    parts = [ok_cells(part) for _, part in groups(cells, group_by)]
+    ok = ok_mask(cells)
+    good = [r[ok[r]] for r in group_rows(cells, group_by)[1]]
     for m in (m for m in headline if m.ranked):
-        values = [p[m.name].dropna().to_numpy(float) for p in parts]
+        column = cells[m.name].to_numpy(float)
+        values = [x[~np.isnan(x)] for x in (column[g] for g in good)]
         best, tied = tied_with_best(values, table[f"{m.name}_mean"].to_numpy(float), m, alpha)
         table[f"{m.name}_best"], table[f"{m.name}_tied"] = best, tied
     return table
@@ -284,8 +287,8 @@ def make_board(cells: pd.DataFrame, cfg: ReportConfig, data_name: str = "",
                       + _numeric(cells, deltas))
     table = aggregate(cells, group_by, metrics, cfg.level)
     if "stale" in cells:
-        table["stale"] = [int(p.stale.fillna(False).astype(bool).sum())
-                          for _, p in groups(cells, group_by)]
+        stale = cells.stale.fillna(False).astype(bool).to_numpy()
+        table["stale"] = [int(stale[r].sum()) for r in group_rows(cells, group_by)[1]]
     table = _marks(table, cells, group_by, headline, cfg.alpha)
     compared = None
     if comparison is not None and len(comparison) and "loss" in group_by:

@@ -88,35 +88,61 @@ def ok_cells(board: pd.DataFrame) -> pd.DataFrame:
     return board[board["status"] == "ok"] if "status" in board else board
 
 
-def _join_unique(values: pd.Series) -> str:
-    seen = [str(v) for v in dict.fromkeys(values.dropna()) if str(v) != ""]
-    return ",".join(sorted(seen))
+def _texts(values: pd.Series) -> list[str | None]:
+    """Each value as text, None where it is missing (NaN, None) or empty."""
+    return [None if missing or str(v) == "" else str(v)
+            for v, missing in zip(values, values.isna(), strict=True)]
+
+
+def _joined(texts: Sequence[str | None]) -> str:
+    """The distinct texts, sorted, joined by commas (missing ones left out)."""
+    return ",".join(sorted({t for t in texts if t is not None}))
+
+
+def _numbers(values: pd.Series) -> np.ndarray:
+    """The values as floats, NaN where one is missing or not a number."""
+    return pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
 
 
 def cost_total(values: pd.Series, how: str) -> float:
     """One group's cost from its cells' values, as :data:`COST_TOTALS` says (``sum``,
     ``sum_all``, ``max``); NaN when there is nothing to combine."""
-    x = pd.to_numeric(values, errors="coerce").astype(float)
+    return _combine(_numbers(values), how)
+
+
+def _combine(x: np.ndarray, how: str) -> float:
+    known = ~np.isnan(x)
     if how == "max":
-        return float(x.max()) if x.notna().any() else np.nan
-    if how == "sum_all" and (x.isna().any() or not len(x)):
+        return float(x[known].max()) if known.any() else np.nan
+    if how == "sum_all" and (not known.all() or not len(x)):
         return np.nan
-    if how in ("sum", "sum_all"):
-        return float(x.sum(min_count=1))
+    if how in ("sum", "sum_all"):  # as pandas' sum(min_count=1): NaN taken as 0
+        return float(np.where(known, x, 0.0).sum()) if known.any() else np.nan
     raise ValueError(f"how = {how!r}: allowed: sum, sum_all, max")
 
 
-def _provenance(cells: pd.DataFrame) -> dict[str, object]:
-    out: dict[str, object] = {"cell_ids": _join_unique(cells["cell_id"]) if "cell_id" in cells
-                              else ""}
-    for col in JOINED:
-        out[col] = _join_unique(cells[col]) if col in cells else ""
-    for col, (source, how) in COST_TOTALS.items():
-        if source in cells:
-            out[col] = cost_total(cells[source], how)
-        elif col == "wall_seconds":
-            out[col] = np.nan
-    return out
+class _ColumnsOf:
+    """A board's provenance and cost columns, converted once (texts, floats), so that each
+    group's values are an index into arrays instead of a slice of the frame."""
+
+    def __init__(self, board: pd.DataFrame):
+        self.texts = {col: _texts(board[col]) for col in ("cell_id", *JOINED) if col in board}
+        self.costs = {col: (_numbers(board[source]), how)
+                      for col, (source, how) in COST_TOTALS.items() if source in board}
+
+    def provenance(self, rows: np.ndarray) -> dict[str, object]:
+        """The provenance of the cells at positions ``rows``: :data:`PROVENANCE`'s columns."""
+        out: dict[str, object] = {}
+        for col in ("cell_ids", *JOINED):
+            texts = self.texts.get("cell_id" if col == "cell_ids" else col)
+            out[col] = _joined([texts[i] for i in rows]) if texts is not None else ""
+        for col in COST_TOTALS:
+            if col in self.costs:
+                x, how = self.costs[col]
+                out[col] = _combine(x[rows], how)
+            elif col == "wall_seconds":
+                out[col] = np.nan
+        return out
 
 
 def cost_totals(board: pd.DataFrame, by: str = "loss") -> pd.DataFrame:
@@ -140,25 +166,42 @@ def cost_totals(board: pd.DataFrame, by: str = "loss") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _group_row(cells: pd.DataFrame, metrics: Sequence[str], level: float) -> dict[str, object]:
-    good = ok_cells(cells)
-    row: dict[str, object] = {"n_seeds": int(len(good)), "failed": int(len(cells) - len(good))}
-    for m in metrics:
-        x = good[m].to_numpy(dtype=float)
-        ci = seed_ci(x[~np.isnan(x)], level)
-        row |= {f"{m}_mean": ci.estimate, f"{m}_lo": ci.low, f"{m}_hi": ci.high}
-    for col in (c for c in good.columns if c.startswith("changed_")):
-        known = good[col].dropna().astype(bool)
-        row |= {f"{col}_n": int(known.sum()), f"{col}_of": int(len(known))}
-    return row | _provenance(cells)
-
-
 def groups(board: pd.DataFrame, group_by: Sequence[str]) -> list[tuple[tuple, pd.DataFrame]]:
     """(key, cells) per combination of ``group_by`` values, sorted by key."""
     if not group_by:
         return [((), board)]
     return [(k if isinstance(k, tuple) else (k,), part)
             for k, part in board.groupby(list(group_by), dropna=False, sort=True)]
+
+
+def group_rows(board: pd.DataFrame, group_by: Sequence[str]
+               ) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """The groups of ``board`` by ``group_by``, sorted by key (missing values are a key too):
+    (one row per group: its ``group_by`` values, with the board's dtypes; each group's row
+    positions in ``board``, in the board's order)."""
+    if not group_by:
+        return pd.DataFrame(index=range(1)), [np.arange(len(board))]
+    if not len(board):
+        return board[list(group_by)].iloc[:0], []
+    codes = board.groupby(list(group_by), dropna=False, sort=True).ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
+    rows = np.split(order, starts[1:])
+    keys = board[list(group_by)].iloc[[r[0] for r in rows]].reset_index(drop=True)
+    return keys, rows
+
+
+def ok_mask(board: pd.DataFrame) -> np.ndarray:
+    """Per row, whether its ``status`` is ``'ok'`` (every row when there is no status)."""
+    return ((board["status"] == "ok").to_numpy() if "status" in board
+            else np.ones(len(board), dtype=bool))
+
+
+def _changed(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(known, true) per row of a ``changed_<s>`` column: a value is there; it is truthy."""
+    known = values.notna().to_numpy()
+    return known, np.array([k and bool(v) for v, k in zip(values, known, strict=True)],
+                           dtype=bool)
 
 
 def aggregate(board: pd.DataFrame, group_by: Sequence[str] | None = None,
@@ -179,9 +222,25 @@ def aggregate(board: pd.DataFrame, group_by: Sequence[str] | None = None,
     check_columns(board, metrics, "metrics", numeric=True)
     if not len(board):
         raise ValueError("board: no cells to aggregate (empty table)")
-    rows = [dict(zip(group_by, key, strict=True)) | _group_row(cells, metrics, level)
-            for key, cells in groups(board, group_by)]
-    table = pd.DataFrame(rows)
+    keys, rows = group_rows(board, group_by)
+    ok = ok_mask(board)
+    good = [r[ok[r]] for r in rows]
+    columns: dict[str, list[object]] = {c: list(keys[c]) for c in group_by}
+    columns["n_seeds"] = [len(g) for g in good]
+    columns["failed"] = [len(r) - len(g) for r, g in zip(rows, good, strict=True)]
+    for m in metrics:
+        values = board[m].to_numpy(dtype=float)
+        cis = [seed_ci(x[~np.isnan(x)], level) for x in (values[g] for g in good)]
+        columns |= {f"{m}_mean": [ci.estimate for ci in cis], f"{m}_lo": [ci.low for ci in cis],
+                    f"{m}_hi": [ci.high for ci in cis]}
+    for col in (c for c in board.columns if c.startswith("changed_")):
+        known, true = _changed(board[col])
+        columns[f"{col}_n"] = [int(true[g].sum()) for g in good]
+        columns[f"{col}_of"] = [int(known[g].sum()) for g in good]
+    each = _ColumnsOf(board)
+    provenance = [each.provenance(r) for r in rows]
+    columns |= {c: [p[c] for p in provenance] for c in provenance[0]}
+    table = pd.DataFrame(columns)
     for m in metrics:
         metric = lookup(m) if is_metric(m) else None
         if metric is not None and metric.ranked:

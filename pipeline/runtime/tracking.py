@@ -30,7 +30,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus, RunTag
+from mlflow.store.tracking.dbmodels.models import SqlExperiment, SqlLatestMetric, SqlRun, SqlTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import (
     MLFLOW_DATASET_CONTEXT,
@@ -269,10 +271,57 @@ def _param_str(value: Any) -> str:
 def cell_metrics(uri: str, experiment: str) -> dict[str, tuple[str, dict[str, float]]]:
     """Every cell run of ``experiment`` (:meth:`Tracker.cell_runs`), keyed by :func:`run_key`:
     its run id and its latest metric values. Plain values, so that a process of its own can read
-    them (MLflow's search loads every run's params and tags too: 4-5 s at 1000 runs here) while
-    the report stage builds its tables."""
+    them while the report stage builds its tables.
+
+    A local SQLite store (``sqlite:///``) is read in three queries on MLflow's own tables
+    (:func:`_sqlite_cell_metrics`): MLflow's search builds an object for every param, tag and
+    metric of every run (6.5 s at 800 runs of about 115 metrics here, 0.2 s read so). Any other
+    store goes through the search."""
+    uri = effective_uri(uri)
+    if uri.startswith("sqlite:///"):
+        return _sqlite_cell_metrics(uri, experiment)
     runs = Tracker(uri, experiment).cell_runs()
     return {key: (str(r.info.run_id), dict(r.data.metrics)) for key, r in runs.items()}
+
+
+def _sqlite_cell_metrics(uri: str, experiment: str) -> dict[str, tuple[str, dict[str, float]]]:
+    """:func:`cell_metrics` of a SQLite store, read with SQLAlchemy from the tables of MLflow's
+    models (``runs``, ``tags``, ``latest_metrics``, ``experiments``), as its search returns
+    them: the active runs with a non-empty ``cell_id`` tag; where two runs have one key, the
+    one the search lists last (start time descending, then run id); a metric logged as NaN is
+    NaN. A store or experiment that does not exist yet has no runs."""
+    if not Path(uri.removeprefix("sqlite:///")).exists():
+        return {}
+    _use_wal(uri)
+    runs, tags, latest = SqlRun.__table__, SqlTag.__table__, SqlLatestMetric.__table__
+    experiments = SqlExperiment.__table__
+    cell, version = tags.alias("cell"), tags.alias("version")
+    engine = sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as db:
+            found = db.execute(sqlalchemy.select(experiments.c.experiment_id).where(
+                experiments.c.name == experiment)).scalar()
+            if found is None:
+                return {}
+            chosen = (sqlalchemy.select(runs.c.run_uuid, cell.c.value, version.c.value)
+                      .join(cell, (cell.c.run_uuid == runs.c.run_uuid) & (cell.c.key == "cell_id"))
+                      .outerjoin(version, (version.c.run_uuid == runs.c.run_uuid)
+                                 & (version.c.key == "cell_version"))
+                      .where(runs.c.experiment_id == found, runs.c.lifecycle_stage == "active",
+                             cell.c.value != "")
+                      .order_by(runs.c.start_time.desc(), runs.c.run_uuid))
+            keys = {run_id: run_key(cell_id, ver or "")
+                    for run_id, cell_id, ver in db.execute(chosen)}
+            metrics: dict[str, dict[str, float]] = {run_id: {} for run_id in keys}
+            rows = db.execute(sqlalchemy.select(latest.c.run_uuid, latest.c.key, latest.c.value,
+                                                latest.c.is_nan)
+                              .where(latest.c.run_uuid.in_(chosen.with_only_columns(
+                                  runs.c.run_uuid).order_by(None))))
+            for run_id, key, value, is_nan in rows:
+                metrics[run_id][key] = math.nan if is_nan else float(value)
+    finally:
+        engine.dispose()
+    return {key: (run_id, metrics[run_id]) for run_id, key in keys.items()}
 
 
 def flatten(prefix: str, obj: Any) -> dict[str, Any]:

@@ -187,3 +187,52 @@ def test_uri_write_failure_leaves_old_file_and_no_temporary(tmp_path):
 def test_unknown_uri_scheme_names_the_location():
     with pytest.raises(ValueError, match="storage location 'nosuch://bucket/x'"):
         storage.filesystem("nosuch://bucket/x")
+
+
+def _searched(tracker: Tracker) -> dict[str, tuple[str, dict[str, float]]]:
+    """cell_metrics as MLflow's search gives it (the path of every store but a local SQLite)."""
+    return {key: (str(r.info.run_id), dict(r.data.metrics))
+            for key, r in tracker.cell_runs().items()}
+
+
+def _nan_safe(runs: dict) -> dict:
+    return {k: (run_id, {m: "nan" if v != v else v for m, v in metrics.items()})
+            for k, (run_id, metrics) in runs.items()}
+
+
+def test_a_local_stores_cell_runs_read_from_its_tables_are_what_the_search_returns(tmp_path):
+    """cell_metrics on a SQLite store reads MLflow's tables itself: the same run ids and latest
+    values as the search, with the runs the search leaves out left out (deleted, another
+    experiment, no cell_id, an empty one), a metric logged as NaN and then as a number, a NaN
+    latest value, and two runs of one key (the one the search lists last wins)."""
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.runtime.tracking import cell_metrics, run_key
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    assert cell_metrics(uri, "bench") == {}  # no store yet
+    tracker, other = Tracker(uri, "bench"), Tracker(uri, "elsewhere")
+    assert cell_metrics(uri, "nowhere") == {}
+    client, ids = MlflowClient(uri), {}
+    for i, key in enumerate(["a/v1", "b/v1", "c/v2", "gone/v1"]):
+        ids[key] = tracker.cell_run(key, None, {}, existing={}, start_time=1000 + i)
+        tracker.log(ids[key], metrics=[("loss", 1.0 / (i + 1), 0), ("loss", 0.5 / (i + 1), 3)])
+        client.log_metric(ids[key], "recall", float("nan"), step=0)
+    tracker.log(ids["b/v1"], metrics=[("recall", 0.25, 1)])  # NaN first, then a number
+    client.log_metric(ids["c/v2"], "late", float("nan"), step=9)
+    twin = tracker.cell_run("a/v1", None, {}, existing={}, start_time=999)  # an older twin
+    tracker.log(twin, metrics=[("loss", 7.0, 0)])
+    oldest = tracker.cell_run("a/v1", None, {}, existing={}, start_time=1)  # listed last
+    client.delete_run(ids["gone/v1"])
+    other.log(other.cell_run("x/v1", None, {}, existing={}), metrics=[("loss", 3.0, 0)])
+    tracker.log(tracker.start_parent("train", {}), metrics=[("loss", 9.0, 0)])  # no cell_id
+    client.create_run(tracker.experiment_id, tags={"cell_id": ""})
+
+    read = cell_metrics(uri, "bench")
+    assert _nan_safe(read) == _nan_safe(_searched(tracker))
+    assert sorted(read) == ["a/v1", "b/v1", "c/v2"]
+    assert read["b/v1"][1] == {"loss": 0.25, "recall": 0.25}
+    assert np.isnan(read["c/v2"][1]["late"]) and np.isnan(read["c/v2"][1]["recall"])
+    assert read["a/v1"] == (oldest, {})
+    assert cell_metrics(uri, "elsewhere") == _searched(other)
+    assert run_key("x", "v1") in cell_metrics(uri, "elsewhere")
