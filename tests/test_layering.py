@@ -48,7 +48,7 @@ def test_math_packages_do_no_io_imports():
 ADAPTERS = {"ray": {"executor.py", "scheduler.py"},
             "dask": {"scheduler.py", "dask_ops.py", "probe_ops.py"},
             "distributed": {"scheduler.py"},
-            "mlflow": {"tracking.py"}}
+            "mlflow": {"tracking.py", "tracking_sql.py"}}
 RUNTIME = ROOT / "runtime"
 
 

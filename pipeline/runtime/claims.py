@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -194,8 +194,15 @@ class Claims:
         return True
 
     def release(self, key: str) -> None:
+        self.release_many([key])
+
+    def release_many(self, keys: Sequence[str]) -> None:
+        """Release ``keys`` (those this driver holds), under one take of the lock."""
+        if not keys:
+            return
         with self._mutex():
-            current = self._read(key)
-            if current is not None and current.driver == self.me.driver:
-                storage.remove_file(self._path(key))
-        self.held.discard(key)
+            for key in keys:
+                current = self._read(key)
+                if current is not None and current.driver == self.me.driver:
+                    storage.remove_file(self._path(key))
+        self.held.difference_update(keys)

@@ -2,8 +2,10 @@
 
 :func:`train_grid` measures the ``auto`` settings, plans every cell against the store
 (:func:`pipeline.runtime.grid_run.plan`), claims and trains what is to train as Ray tasks
-(:func:`pipeline.runtime.grid_run.train`, :func:`pipeline.runtime.executor.run_cells`), logs each
-cell to its single MLflow run as it finishes, and then logs the reused cells whose run is missing
+(:func:`pipeline.runtime.grid_run.train`, :func:`pipeline.runtime.executor.run_cells`), logs the
+finished cells to their single MLflow runs in batches (``grid_run.LOG_BATCH`` cells or
+``LOG_SECONDS``; one transaction a batch on a local SQLite store:
+:func:`pipeline.runtime.tracking.record_cells`), and then logs the reused cells whose run is missing
 or unfinished (:func:`sync_runs`: e.g. a driver died after the cell), each under the cell's claim.
 The invocation's parent run is created with the first cell it logs: a rerun with every cell done
 and logged creates no MLflow run.
@@ -36,7 +38,7 @@ from pipeline.runtime.grid_run import (
 )
 from pipeline.runtime.storage import Dir
 from pipeline.runtime.store import inspect, store_root
-from pipeline.runtime.tracking import Invocation, Tracker, record_cell, run_key
+from pipeline.runtime.tracking import Invocation, Tracker, record_cell, record_cells, run_key
 
 ACTIONS = ("done", "failed", "stale", "train")  # what grid_run.plan decides for a cell
 
@@ -87,12 +89,15 @@ def train_grid(params: Params) -> TrainedGrid:
     meta = {"git_sha": sha, "dataset_hash": dataset.content_hash(), "code_version": __version__}
     runs = tracker.cell_runs()
 
-    def on_done(entry: Entry, outcome: CellOutcome) -> None:
-        if outcome.record:
-            record_cell(tracker, parent.run_id, outcome.record, outcome.history, runs)
-        if outcome.status != "ok":
-            print(f"\ntrain: cell {outcome.cell_id} failed: {outcome.reason.splitlines()[0]}",
-                  file=sys.stderr)
+    def on_done(finished: Sequence[tuple[Entry, CellOutcome]]) -> None:
+        """A batch of finished cells into MLflow (one transaction on a local store)."""
+        logged = [(o.record, o.history) for _, o in finished if o.record]
+        if logged:
+            record_cells(tracker, parent.run_id, logged, runs)
+        for _, outcome in finished:
+            if outcome.status != "ok":
+                print(f"\ntrain: cell {outcome.cell_id} failed: "
+                      f"{outcome.reason.splitlines()[0]}", file=sys.stderr)
 
     def run(batch: Sequence[Entry],
             done: Callable[[Entry, CellOutcome], None]) -> list[CellOutcome]:

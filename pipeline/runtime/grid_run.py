@@ -113,13 +113,24 @@ def stale_summary(entries: Sequence[Entry]) -> str:
 Runner = Callable[[Sequence[Entry], Callable[[Entry, CellOutcome], None]], list[CellOutcome]]
 
 
+# The driver hands finished cells to ``on_done`` (MLflow) in batches of this many, or fewer when
+# the oldest has waited this long or the run is over: one transaction per batch, not per cell.
+LOG_BATCH = 64
+LOG_SECONDS = 2.0
+
+Finished = Sequence[tuple[Entry, CellOutcome]]
+
+
 def train(todo: Sequence[Entry], claims: Claims, run: Runner,
-          on_done: Callable[[Entry, CellOutcome], None],
-          reinspect: Callable[[Entry], CellState]) -> tuple[dict[str, CellOutcome],
-                                                             dict[str, CellOutcome]]:
+          on_done: Callable[[Finished], None],
+          reinspect: Callable[[Entry], CellState],
+          log_batch: int = LOG_BATCH, log_seconds: float = LOG_SECONDS
+          ) -> tuple[dict[str, CellOutcome], dict[str, CellOutcome]]:
     """Train ``todo`` under claims: cells another live driver holds are waited for, then reused
-    if it finished them (or trained here if it died). ``on_done`` runs in the driver as each of
-    this driver's cells finishes, before its claim is released.
+    if it finished them (or trained here if it died). ``on_done`` runs in the driver with this
+    driver's finished cells, at most ``log_batch`` at a time and none held back longer than
+    ``log_seconds`` after the next finishes (nor past the end of the run), before their claims
+    are released.
 
     Returns (the cells this driver trained, the cells another driver trained meanwhile).
     """
@@ -151,16 +162,12 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
                 claims.release(entry.key)
                 reuse(entry, state)
 
-        def finished(entry: Entry, outcome: CellOutcome) -> None:
-            try:
-                on_done(entry, outcome)  # also when its publish found the cell done (reused):
-                # most often our own earlier try of it (a retried task), which nobody else logs
-                remove_staging(entry.folder)  # our writer is back: what is left, a lost try left
-            finally:
-                claims.release(entry.key)
-
-        for outcome in run(mine, finished):
-            outcomes[outcome.cell_id] = outcome
+        batches = _LogBatches(claims, on_done, log_batch, log_seconds)
+        try:
+            for outcome in run(mine, batches.add):
+                outcomes[outcome.cell_id] = outcome
+        finally:
+            batches.settle()
         pending = []
         for entry in others:
             holder = claims.holder(entry.key)
@@ -179,6 +186,35 @@ def train(todo: Sequence[Entry], claims: Claims, run: Runner,
         if pending and not mine:
             time.sleep(POLL_SECONDS)
     return outcomes, reused
+
+
+class _LogBatches:
+    """Finished cells held for ``on_done`` (see :func:`train`); :meth:`settle` hands them over,
+    removes what their writers left and releases their claims."""
+
+    def __init__(self, claims: Claims, on_done: Callable[[Finished], None], size: int,
+                 seconds: float):
+        self.claims, self.on_done, self.size, self.seconds = claims, on_done, size, seconds
+        self.waiting: list[tuple[Entry, CellOutcome]] = []
+        self.oldest = 0.0
+
+    def add(self, entry: Entry, outcome: CellOutcome) -> None:
+        if not self.waiting:
+            self.oldest = time.monotonic()
+        self.waiting.append((entry, outcome))
+        if len(self.waiting) >= self.size or time.monotonic() - self.oldest >= self.seconds:
+            self.settle()
+
+    def settle(self) -> None:
+        batch, self.waiting = self.waiting, []
+        try:
+            if batch:
+                self.on_done(batch)  # also when a publish found the cell done (reused): most
+                # often our own earlier try of it (a retried task), which nobody else logs
+            for entry, _ in batch:  # our writer is back: what is left, a lost try left
+                remove_staging(entry.folder)
+        finally:
+            self.claims.release_many([entry.key for entry, _ in batch])
 
 
 def manifest_row(entry: Entry, status: str, reason: str, record: Mapping[str, Any],

@@ -8,7 +8,10 @@ create it only under the cell's claim). A run carries the cell's real start and 
 MLflow's source tags and its dataset as an input; the experiment opens in the UI's
 model-training view. Metrics go in batches: one ``log_metric`` into SQLite costs ~6 ms here, a
 batch ~80 µs per metric; a batch holds one run's data (MLflow's API has none across runs), and
-:meth:`Tracker.log_changed` leaves out the values a run already holds.
+:meth:`Tracker.log_changed` leaves out the values a run already holds. On a local SQLite store
+the train driver's new cell runs (:func:`record_cells`) and the report's metrics
+(:meth:`Tracker.log_changed`) go in one transaction for many runs
+(:mod:`pipeline.runtime.tracking_sql`), written as the client's calls would write them.
 
 The tracking URI is ``$MLFLOW_TRACKING_URI`` when it is set (MLflow's own convention: a cluster
 passes it, with ``MLFLOW_TRACKING_USERNAME`` / ``_PASSWORD`` / ``_TOKEN``, which MLflow reads
@@ -26,7 +29,7 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,7 @@ from mlflow.utils.mlflow_tags import (
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from pipeline.runtime import tracking_sql
 from pipeline.runtime.storage import exclusive
 
 _BATCH = 900  # below MLflow's 1000-entity limit per log_batch
@@ -181,11 +185,9 @@ class Tracker:
         if found is not None:
             return str(found.info.run_id)
         cell_id, _, version = key.partition("/")
-        all_tags = {"cell_id": cell_id, "cell_version": version, MLFLOW_RUN_NAME: cell_id, **tags}
-        if parent_id:
-            all_tags[MLFLOW_PARENT_RUN_ID] = parent_id
-        return str(self.client.create_run(self.experiment_id, start_time=start_time,
-                                          tags=all_tags).info.run_id)
+        return str(self.client.create_run(
+            self.experiment_id, start_time=start_time,
+            tags={**_key_tags(cell_id, version, parent_id), **tags}).info.run_id)
 
     def find(self, key: str) -> Any:
         """The run of ``key`` (cell_id/version), or None."""
@@ -197,11 +199,9 @@ class Tracker:
             metrics: Iterable[tuple[str, float, int]] = (),
             tags: Mapping[str, str] | None = None) -> None:
         """Params, tags and (key, value, step) metrics in as few ``log_batch`` calls as possible."""
-        now = int(time.time() * 1000)
         entities: list[Any] = [Param(k, _param_str(v)) for k, v in (params or {}).items()]
         entities += [RunTag(k, str(v)) for k, v in (tags or {}).items()]
-        entities += [Metric(k, float(v), now, int(step)) for k, v, step in metrics
-                     if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        entities += _metrics(metrics, int(time.time() * 1000))
         for start in range(0, len(entities), _BATCH):
             chunk = entities[start:start + _BATCH]
             self.client.log_batch(run_id,
@@ -214,16 +214,24 @@ class Tracker:
         """(key, value, step) metrics per run id, the metrics whose value differs from the run's
         latest one left out (``latest``: run id → metric name → its latest value, as
         :func:`cell_metrics` reads them), so a rerun that computed the same values logs nothing.
-        One ``log_batch`` per run with a changed metric, the fewest MLflow's API allows: a batch
-        holds one run's data. Returns how many runs were logged."""
-        logged = 0
+        On a local SQLite store every run's values go in one transaction
+        (:func:`pipeline.runtime.tracking_sql.log_metrics`); elsewhere one ``log_batch`` per run
+        with a changed metric, the fewest MLflow's API allows (a batch holds one run's data).
+        Returns how many runs were logged."""
+        changed: dict[str, list[tuple[str, float, int]]] = {}
         for run_id, entries in metrics.items():
             now = latest.get(run_id, {})
-            changed = [(k, v, step) for k, v, step in entries if now.get(k) != float(v)]
-            if changed:
-                self.log(run_id, metrics=changed)
-                logged += 1
-        return logged
+            values = [(k, v, step) for k, v, step in entries if now.get(k) != float(v)]
+            if values:
+                changed[run_id] = values
+        if tracking_sql.is_local_sqlite(self.uri):  # every run's batch in one transaction
+            stamp = int(time.time() * 1000)
+            tracking_sql.log_metrics(self.uri, {run_id: _metrics(values, stamp)
+                                                for run_id, values in changed.items()})
+        else:
+            for run_id, values in changed.items():
+                self.log(run_id, metrics=values)
+        return len(changed)
 
     def log_release(self, name: str, commit: str, archive: Path,
                     counts: Mapping[str, int]) -> str:
@@ -342,32 +350,95 @@ def _ms(seconds: Any) -> int | None:
     return int(float(seconds) * 1000) if seconds not in (None, "") else None
 
 
-def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, Any],
-                history: Iterable[Mapping[str, float]], existing: Mapping[str, Any] | None = None,
-                source: str = "stages/train.py") -> str:
-    """Log one cell (its ``cell.json`` record and per-epoch history) to its single run."""
-    cell_id, version = str(record["cell_id"]), str(record.get("version", ""))
+def _cell_content(record: Mapping[str, Any], history: Iterable[Mapping[str, float]],
+                  source: str) -> tuple[dict[str, str], dict[str, Any],
+                                        list[tuple[str, float, int]], DatasetInput]:
+    """What a cell's run holds: (tags, params, (key, value, step) metrics, its dataset input),
+    from its ``cell.json`` record and per-epoch history."""
     tags = {"git_sha": str(record.get("git_sha", "")),
             "dataset_hash": str(record.get("dataset_hash", "")),
             "code_fingerprint": str(record.get("code_fingerprint", {}).get("digest", "")),
             "status": str(record["status"]), MLFLOW_GIT_COMMIT: str(record.get("git_sha", "")),
             MLFLOW_SOURCE_NAME: source, MLFLOW_SOURCE_TYPE: "LOCAL"}
-    run_id = tracker.cell_run(run_key(cell_id, version), parent_id, tags, existing,
-                              start_time=_ms(record.get("started_at")))
     metrics = [(f"train_{k}", h[k], int(h["epoch"])) for h in history
                for k in ("loss", "tau_mean", "seconds") if k in h]
     metrics.append(("wall_seconds", float(record.get("wall_seconds") or 0.0), 0))
     reason = str(record.get("reason", ""))
-    tags = {**tags, **({"failure_reason": reason[:5000]} if reason else {})}
+    if reason:
+        tags["failure_reason"] = reason[:5000]
     compute = record.get("compute") or {}
     tags |= {k: str(compute[k]) for k in ("precision", "memory_format") if k in compute}
-    tracker.log(run_id, params=flatten("", record["config"]), metrics=metrics, tags=tags)
     data = record["config"]["data"]
-    tracker.client.log_inputs(run_id, [DatasetInput(
+    dataset = DatasetInput(
         Dataset(name=str(data["name"]), digest=str(record.get("dataset_hash", ""))[:36],
                 source_type="local",
                 source=json.dumps({"prepared": f"data/datasets/{data['name']}.parquet",
                                    "n_train": data["n_train"], "n_heldout": data["n_heldout"]})),
-        [InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
+        [InputTag(MLFLOW_DATASET_CONTEXT, "train")])
+    return tags, flatten("", record["config"]), metrics, dataset
+
+
+def _key_tags(cell_id: str, version: str, parent_id: str | None) -> dict[str, str]:
+    """The tags a cell's run is created with: its key (found again by them), name and parent."""
+    tags = {"cell_id": cell_id, "cell_version": version, MLFLOW_RUN_NAME: cell_id}
+    if parent_id:
+        tags[MLFLOW_PARENT_RUN_ID] = parent_id
+    return tags
+
+
+def record_cell(tracker: Tracker, parent_id: str | None, record: Mapping[str, Any],
+                history: Iterable[Mapping[str, float]], existing: Mapping[str, Any] | None = None,
+                source: str = "stages/train.py") -> str:
+    """Log one cell (its ``cell.json`` record and per-epoch history) to its single run, through
+    the client: found by its key (``existing``, else a search), else created."""
+    cell_id, version = str(record["cell_id"]), str(record.get("version", ""))
+    tags, params, metrics, dataset = _cell_content(record, history, source)
+    run_id = tracker.cell_run(run_key(cell_id, version), parent_id, tags, existing,
+                              start_time=_ms(record.get("started_at")))
+    tracker.log(run_id, params=params, metrics=metrics, tags=tags)
+    tracker.client.log_inputs(run_id, [dataset])
     tracker.end(run_id, failed=record["status"] != "ok", end_time=_ms(record.get("finished_at")))
     return run_id
+
+
+def record_cells(tracker: Tracker, parent_id: str | None,
+                 cells: Sequence[tuple[Mapping[str, Any], Iterable[Mapping[str, float]]]],
+                 existing: Mapping[str, Any], source: str = "stages/train.py") -> list[str]:
+    """Log many cells ((record, history) pairs) to their runs; their run ids, in order.
+
+    ``existing``: the runs that exist, by :func:`run_key` (:meth:`Tracker.cell_runs` or
+    :func:`cell_run_ids`). A cell whose run exists is logged into it through the client
+    (:func:`record_cell`); on a local SQLite store the new runs are all written in one
+    transaction (:func:`pipeline.runtime.tracking_sql.create_runs`), each exactly as the
+    client's calls would leave it; elsewhere one by one through the client."""
+    ids: list[str | None] = [None] * len(cells)
+    new: list[tuple[int, tracking_sql.NewRun]] = []
+    bulk = tracking_sql.is_local_sqlite(tracker.uri)
+    now = int(time.time() * 1000)
+    for i, (record, history) in enumerate(cells):
+        key = run_key(str(record["cell_id"]), str(record.get("version", "")))
+        if not bulk or key in existing:
+            ids[i] = record_cell(tracker, parent_id, record, history, existing, source)
+            continue
+        tags, params, metrics, dataset = _cell_content(record, history, source)
+        start, end = _ms(record.get("started_at")), _ms(record.get("finished_at"))
+        run = tracking_sql.NewRun(
+            tracking_sql.new_run_id(), now if start is None else start,
+            now if end is None else end,
+            RunStatus.to_string(RunStatus.FINISHED if record["status"] == "ok"
+                                else RunStatus.FAILED),
+            {**_key_tags(str(record["cell_id"]), str(record.get("version", "")), parent_id),
+             **tags},
+            {k: _param_str(v) for k, v in params.items()},
+            _metrics(metrics, now), [dataset])
+        new.append((i, run))
+        ids[i] = run.run_id
+    tracking_sql.create_runs(tracker.uri, tracker.experiment_id, [run for _, run in new])
+    return [str(i) for i in ids]
+
+
+def _metrics(metrics: Iterable[tuple[str, float, int]], now: int) -> list[Metric]:
+    """(key, value, step) → MLflow metrics at ``now`` (ms), None and NaN left out (as
+    :meth:`Tracker.log`)."""
+    return [Metric(k, float(v), now, int(step)) for k, v, step in metrics
+            if v is not None and not (isinstance(v, float) and math.isnan(v))]

@@ -189,7 +189,7 @@ def test_a_cell_finished_by_another_driver_after_the_plan_is_not_trained_again(t
         return out
 
     with Claims(root) as claims:
-        trained, reused = train(entries, claims, run, lambda e, o: None,
+        trained, reused = train(entries, claims, run, lambda batch: None,
                                 lambda e: store.inspect(e.folder))
         assert not claims.held  # the reused cell's claim was released at once
     assert ran == [cells[1].cell_id]

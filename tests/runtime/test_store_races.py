@@ -284,7 +284,7 @@ def _writer_and_retry(tmp_path, tiny_params, stop: bool):
             storage.remove_tree(other)
             now[0] = 11.0
             assert mine.holder(entry.key) is None  # a ttl of this reader's clock: dead
-        trained, reused = train(entries, mine, run, lambda e, o: None,
+        trained, reused = train(entries, mine, run, lambda batch: None,
                                 lambda e: store.inspect(e.folder))
     assert ran == [cell.cell_id] and set(trained) == {cell.cell_id} and not reused
     assert not work.exists()  # the dead claim's staging, removed by the driver that took it

@@ -1,0 +1,278 @@
+"""Many MLflow runs, or many runs' metrics, in one transaction of a local SQLite store.
+
+MLflow's API holds one run per call: creating a cell's run, logging its params and history, its
+dataset input and its end are four calls, each a session of its own with the run read back
+and checked (about 25 ms a cell here, most of the train driver's own time at 1000 tiny cells),
+and the first report after training sends one ``log_batch`` per cell's run. For a local SQLite
+store (``sqlite:///``: one file, the driver its single writer) this module writes what those
+calls write, for a whole batch of runs, in one transaction through SQLAlchemy Core on the
+tables of MLflow's own models (``mlflow.store.tracking.dbmodels.models``), with MLflow's own
+validation of every metric, param and tag first:
+
+- :func:`create_runs`: new, finished runs (``runs``, ``tags``, ``params``, ``metrics``,
+  ``latest_metrics``, ``datasets``, ``inputs``, ``input_tags``), as ``create_run``,
+  ``log_batch``, ``log_inputs`` and ``set_terminated`` leave them;
+- :func:`log_metrics`: metrics into existing runs (``metrics`` and ``latest_metrics``), as
+  ``log_batch`` leaves them.
+
+``tests/runtime/test_tracking_sql.py`` writes the same runs both ways and compares what
+``MlflowClient`` reads back (info, tags, params, latest metrics, every metric's history, the
+dataset inputs), so a change of MLflow's schema or of its semantics fails there. Any other
+store (a tracking server) goes through the client (:mod:`pipeline.runtime.tracking`).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy
+from mlflow.entities import DatasetInput, LifecycleStage, Metric, Param, RunTag, SourceType
+from mlflow.store.tracking.dbmodels.models import (
+    SqlDataset,
+    SqlExperiment,
+    SqlInput,
+    SqlInputTag,
+    SqlLatestMetric,
+    SqlMetric,
+    SqlParam,
+    SqlRun,
+    SqlTag,
+)
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
+from mlflow.utils.uri import append_to_uri_path
+from mlflow.utils.validation import (
+    _validate_batch_log_data,
+    _validate_batch_log_limits,
+    _validate_dataset_inputs,
+    _validate_param_keys_unique,
+)
+
+SQLITE = "sqlite:///"
+_CHUNK = 500  # rows per executemany and run ids per IN (...): well under SQLite's variable limit
+_MAX = 1.7976931348623157e308  # MLflow stores ±inf as the largest finite doubles
+
+
+@dataclass
+class NewRun:
+    """One run as the client calls would leave it: created with ``tags`` at ``start_time``
+    (ms since the epoch), ``params``, ``metrics`` and ``tags`` logged, ``datasets`` as
+    inputs, ended with ``status`` (FINISHED | FAILED) at ``end_time``."""
+
+    run_id: str
+    start_time: int
+    end_time: int | None
+    status: str
+    tags: dict[str, str]
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    datasets: list[DatasetInput] = field(default_factory=list)
+
+
+def new_run_id() -> str:
+    """A run id as MLflow makes them (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+def is_local_sqlite(uri: str) -> bool:
+    return uri.startswith(SQLITE)
+
+
+def _stored(value: float) -> tuple[float, bool]:
+    """(value, is_nan) as MLflow's SQL store keeps a metric: NaN as 0, ±inf as ±max double."""
+    if math.isnan(value):
+        return 0.0, True
+    if math.isinf(value):
+        return (_MAX if value > 0 else -_MAX), False
+    return float(value), False
+
+
+def _validated(run: NewRun) -> None:
+    """MLflow's own checks of a ``log_batch`` and a ``log_inputs`` (names, lengths, values,
+    limits), raising its ``MlflowException`` before anything is written."""
+    params = [Param(k, v) for k, v in run.params.items()]
+    tags = [RunTag(k, v) for k, v in run.tags.items()]
+    _validate_batch_log_data(run.metrics, params, tags)
+    for start in range(0, max(len(run.metrics), len(params), len(tags), 1), 900):
+        _validate_batch_log_limits(run.metrics[start:start + 900], params[start:start + 900],
+                                   tags[start:start + 900])
+    _validate_param_keys_unique(params)
+    if run.datasets:
+        _validate_dataset_inputs(run.datasets)
+
+
+def _engine(uri: str) -> sqlalchemy.Engine:
+    return sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
+
+
+def _insert(db: sqlalchemy.Connection, into: sqlalchemy.Table | sqlalchemy.Insert,
+            rows: Sequence[dict]) -> None:
+    """``rows`` into a table (or through an insert statement), in chunks."""
+    statement = into.insert() if isinstance(into, sqlalchemy.Table) else into
+    for start in range(0, len(rows), _CHUNK):
+        db.execute(statement, list(rows[start:start + _CHUNK]))
+
+
+def _latest(metrics: Iterable[dict]) -> dict[tuple[str, str], dict]:
+    """Per (run, key), the row MLflow keeps in ``latest_metrics``: the largest (step,
+    timestamp, value)."""
+    out: dict[tuple[str, str], dict] = {}
+    for m in metrics:
+        key = (m["run_uuid"], m["key"])
+        now = out.get(key)
+        if now is None or (m["step"], m["timestamp"], m["value"]) > (
+                now["step"], now["timestamp"], now["value"]):
+            out[key] = m
+    return out
+
+
+def _metric_rows(run_id: str, metrics: Iterable[Metric]) -> list[dict]:
+    """Rows of ``metrics``, the exact duplicates within the batch left out (as MLflow does)."""
+    rows, seen = [], set()
+    for m in metrics:
+        value, is_nan = _stored(float(m.value))
+        row = {"run_uuid": run_id, "key": m.key, "value": value, "timestamp": int(m.timestamp),
+               "step": int(m.step), "is_nan": is_nan}
+        identity = (m.key, row["timestamp"], row["step"], value, is_nan)
+        if identity not in seen:
+            seen.add(identity)
+            rows.append(row)
+    return rows
+
+
+def create_runs(uri: str, experiment_id: str, runs: Sequence[NewRun]) -> None:
+    """Write ``runs`` (new run ids) into the experiment, all in one transaction."""
+    if not runs:
+        return
+    for run in runs:
+        _validated(run)
+    experiments = SqlExperiment.__table__
+    engine = _engine(uri)
+    try:
+        with engine.begin() as db:
+            location = db.execute(sqlalchemy.select(experiments.c.artifact_location).where(
+                experiments.c.experiment_id == int(experiment_id))).scalar_one()
+            run_rows, tag_rows, param_rows, metric_rows = [], [], [], []
+            for run in runs:
+                tags = dict(run.tags)
+                name = tags.setdefault(MLFLOW_RUN_NAME, run.run_id)
+                run_rows.append({
+                    "run_uuid": run.run_id, "name": name,
+                    "source_type": SourceType.to_string(SourceType.UNKNOWN), "source_name": "",
+                    "entry_point_name": "", "user_id": tags.get(MLFLOW_USER, "unknown"),
+                    "status": run.status, "start_time": int(run.start_time),
+                    "end_time": None if run.end_time is None else int(run.end_time),
+                    "deleted_time": None, "source_version": "",
+                    "lifecycle_stage": LifecycleStage.ACTIVE,
+                    "artifact_uri": append_to_uri_path(location, run.run_id, "artifacts"),
+                    "experiment_id": int(experiment_id)})
+                tag_rows += [{"run_uuid": run.run_id, "key": k, "value": v}
+                             for k, v in tags.items()]
+                param_rows += [{"run_uuid": run.run_id, "key": k, "value": v}
+                               for k, v in run.params.items()]
+                metric_rows += _metric_rows(run.run_id, run.metrics)
+            _insert(db, SqlRun.__table__, run_rows)
+            _insert(db, SqlTag.__table__, tag_rows)
+            _insert(db, SqlParam.__table__, param_rows)
+            _insert(db, SqlMetric.__table__, metric_rows)
+            _insert(db, SqlLatestMetric.__table__, list(_latest(metric_rows).values()))
+            _write_inputs(db, int(experiment_id), runs)
+    finally:
+        engine.dispose()
+
+
+def _write_inputs(db: sqlalchemy.Connection, experiment_id: int, runs: Sequence[NewRun]) -> None:
+    """The runs' dataset inputs: one ``datasets`` row per (experiment, name, digest), reused
+    when it exists, an ``inputs`` edge per run and its ``input_tags`` (as ``log_inputs``)."""
+    datasets = SqlDataset.__table__
+    wanted = {(d.dataset.name, d.dataset.digest): d.dataset for r in runs for d in r.datasets}
+    if not wanted:
+        return
+    known: dict[tuple[str, str], str] = {}
+    names = sorted({name for name, _ in wanted})
+    for row in db.execute(sqlalchemy.select(datasets.c.name, datasets.c.digest,
+                                            datasets.c.dataset_uuid)
+                          .where(datasets.c.experiment_id == experiment_id,
+                                 datasets.c.name.in_(names))):
+        known.setdefault((row.name, row.digest), row.dataset_uuid)
+    new: list[dict[str, Any]] = [
+        {"dataset_uuid": uuid.uuid4().hex, "experiment_id": experiment_id, "name": d.name,
+         "digest": d.digest, "dataset_source_type": d.source_type, "dataset_source": d.source,
+         "dataset_schema": d.schema, "dataset_profile": d.profile}
+        for key, d in wanted.items() if key not in known]
+    known |= {(str(row["name"]), str(row["digest"])): str(row["dataset_uuid"]) for row in new}
+    _insert(db, datasets, new)
+    inputs, input_tags = [], []
+    for run in runs:
+        firsts: dict[tuple[str, str], DatasetInput] = {}
+        for d in run.datasets:  # the first input of each (name, digest), as log_inputs
+            firsts.setdefault((d.dataset.name, d.dataset.digest), d)
+        for key, d in firsts.items():
+            input_id = uuid.uuid4().hex
+            inputs.append({"input_uuid": input_id, "source_type": "DATASET",
+                           "source_id": known[key], "destination_type": "RUN",
+                           "destination_id": run.run_id, "step": 0})
+            input_tags += [{"input_uuid": input_id, "name": t.key, "value": t.value}
+                           for t in d.tags]
+    _insert(db, SqlInput.__table__, inputs)
+    _insert(db, SqlInputTag.__table__, input_tags)
+
+
+def log_metrics(uri: str, metrics: Mapping[str, Sequence[Metric]]) -> None:
+    """``metrics`` (run id → metrics) into existing runs, in one transaction: every value into
+    ``metrics`` (an identical (key, timestamp, step, value) already there is left out, as
+    MLflow does), ``latest_metrics`` updated where the new (step, timestamp, value) is larger."""
+    metrics = {run_id: list(ms) for run_id, ms in metrics.items() if ms}
+    if not metrics:
+        return
+    for ms in metrics.values():
+        _validate_batch_log_data(ms, [], [])
+    table, latest = SqlMetric.__table__, SqlLatestMetric.__table__
+    runs = SqlRun.__table__
+    engine = _engine(uri)
+    try:
+        with engine.begin() as db:
+            ids = sorted(metrics)
+            active: set[str] = set()
+            now: dict[tuple[str, str], dict] = {}
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start:start + _CHUNK]
+                active |= set(db.execute(sqlalchemy.select(runs.c.run_uuid).where(
+                    runs.c.run_uuid.in_(chunk),
+                    runs.c.lifecycle_stage == LifecycleStage.ACTIVE)).scalars())
+                for held in db.execute(sqlalchemy.select(latest).where(
+                        latest.c.run_uuid.in_(chunk))).mappings():
+                    now[(held["run_uuid"], held["key"])] = dict(held)
+            missing = sorted(set(ids) - active)
+            if missing:
+                raise ValueError(f"run ids {missing[:3]}: no such active run in {uri}")
+            rows = [r for run_id in ids for r in _metric_rows(run_id, metrics[run_id])]
+            # a value identical to one the run holds (the table's primary key) is left out
+            _insert(db, table.insert().prefix_with("OR IGNORE"), rows)
+            updates: list[dict[str, Any]] = []
+            inserts: list[dict[str, Any]] = []
+            for key, row in _latest(rows).items():
+                old = now.get(key)
+                if old is None:
+                    inserts.append(row)
+                elif (row["step"], row["timestamp"], row["value"]) > (
+                        old["step"], old["timestamp"], old["value"]):
+                    updates.append({"b_run": row["run_uuid"], "b_key": row["key"],
+                                    **{c: row[c] for c in ("value", "timestamp", "step",
+                                                           "is_nan")}})
+            _insert(db, latest, inserts)
+            if updates:
+                statement = latest.update().where(
+                    latest.c.run_uuid == sqlalchemy.bindparam("b_run"),
+                    latest.c.key == sqlalchemy.bindparam("b_key")).values(
+                    value=sqlalchemy.bindparam("value"),
+                    timestamp=sqlalchemy.bindparam("timestamp"),
+                    step=sqlalchemy.bindparam("step"), is_nan=sqlalchemy.bindparam("is_nan"))
+                for start in range(0, len(updates), _CHUNK):
+                    db.execute(statement, updates[start:start + _CHUNK])
+    finally:
+        engine.dispose()
+

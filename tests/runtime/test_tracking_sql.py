@@ -1,0 +1,140 @@
+"""The one-transaction writes of a local SQLite store (pipeline.runtime.tracking_sql) leave what
+MLflow's own client calls leave: the same runs written both ways, read back through
+``MlflowClient``, agree in everything but their ids and timestamps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from pipeline.runtime import tracking_sql
+from pipeline.runtime.tracking import Tracker, cell_metrics, record_cell, record_cells, run_key
+
+
+def _record(cell_id: str, status: str = "ok", **extra) -> dict:
+    return {"cell_id": cell_id, "version": "v1", "status": status,
+            "config": {"loss": "infonce", "k": 4, "train": {"lr": 0.1, "epochs": 2},
+                       "data": {"name": "laplace", "n_train": 10, "n_heldout": 5}},
+            "git_sha": "abc123", "dataset_hash": "d" * 40, "wall_seconds": 1.25,
+            "started_at": 1_700_000_000.5, "finished_at": 1_700_000_001.75,
+            "code_fingerprint": {"digest": "f" * 16}, **extra}
+
+
+HISTORY = [{"epoch": 1, "loss": 2.0, "tau_mean": 0.1, "seconds": 0.25},
+           {"epoch": 2, "loss": float("nan"), "tau_mean": 0.1, "seconds": 0.5}]
+CELLS = [
+    (_record("c1"), HISTORY),
+    (_record("c2", compute={"precision": "fp32", "memory_format": "contiguous"}),
+     [{"epoch": 1, "loss": float("inf"), "seconds": 0.1}]),
+    (_record("c3", status="failed", reason="diverged: loss is nan\ntraceback", wall_seconds=None,
+             finished_at=None), []),
+]
+
+
+def _view(client: MlflowClient, run_id: str, parents: dict[str, str]) -> dict:
+    """Everything a reader of the run sees, ids and times of logging left out."""
+    run = client.get_run(run_id)
+    info = run.info
+    tags = dict(run.data.tags)
+    if "mlflow.parentRunId" in tags:
+        tags["mlflow.parentRunId"] = parents[tags["mlflow.parentRunId"]]
+    histories = {key: sorted((m.step, "nan" if math.isnan(m.value) else m.value)
+                             for m in client.get_metric_history(run_id, key))
+                 for key in run.data.metrics}
+    (given,) = run.inputs.dataset_inputs
+    # c3 has no finished_at: each way ends it at its own "now" (compared apart)
+    return {"status": info.status, "start": info.start_time,
+            "end": "now" if info.run_name == "c3" else info.end_time,
+            "name": info.run_name, "user": info.user_id, "stage": info.lifecycle_stage,
+            "artifacts": info.artifact_uri.endswith(f"/{run_id}/artifacts"),
+            "tags": tags, "params": dict(run.data.params),
+            "metrics": {k: "nan" if math.isnan(v) else v for k, v in run.data.metrics.items()},
+            "histories": histories,
+            "input": (given.dataset.name, given.dataset.digest, given.dataset.source,
+                      given.dataset.source_type, sorted((t.key, t.value) for t in given.tags))}
+
+
+def _both(tmp_path) -> tuple[Tracker, Tracker, str, str]:
+    one = Tracker(f"sqlite:///{tmp_path / 'client.db'}", "exp")
+    two = Tracker(f"sqlite:///{tmp_path / 'bulk.db'}", "exp")
+    return one, two, one.start_parent("train", {}), two.start_parent("train", {})
+
+
+def test_runs_written_in_one_transaction_read_back_as_the_clients(tmp_path):
+    one, two, p1, p2 = _both(tmp_path)
+    ids1 = [record_cell(one, p1, r, h) for r, h in CELLS]
+    ids2 = record_cells(two, p2, CELLS, {})
+    assert len(set(ids2)) == 3
+    for a, b in zip(ids1, ids2, strict=True):
+        seen = _view(one.client, a, {p1: "parent"})
+        assert _view(two.client, b, {p2: "parent"}) == seen
+    ends = [t.client.get_run(i[2]).info.end_time for t, i in ((one, ids1), (two, ids2))]
+    assert abs(ends[0] - ends[1]) < 60_000
+    # the NaN loss, the infinite one and the failed run are as the client left them
+    assert seen["status"] == "FAILED" and seen["tags"]["failure_reason"].startswith("diverged")
+    first = _view(two.client, ids2[0], {p2: "parent"})
+    assert first["histories"]["train_loss"] == [(1, 2.0)]  # a NaN is left out, as Tracker.log
+    assert _view(two.client, ids2[1], {p2: "parent"})["metrics"]["train_loss"] > 1e300
+    # one dataset row shared by the runs, as log_inputs does
+    assert len({r.inputs.dataset_inputs[0].dataset.digest
+                for r in two.client.search_runs([two.experiment_id], "tags.cell_id != ''")}) == 1
+    # searchable by their key, as the driver finds them again
+    assert sorted(two.cell_runs()) == sorted(run_key(r["cell_id"], "v1") for r, _ in CELLS)
+    assert {k: v[0] for k, v in cell_metrics(two.uri, "exp").items()} == {
+        run_key(r["cell_id"], "v1"): i for (r, _), i in zip(CELLS, ids2, strict=True)}
+
+
+def test_a_cell_whose_run_exists_is_logged_into_it(tmp_path):
+    _, two, _, p2 = _both(tmp_path)
+    (first,) = record_cells(two, p2, CELLS[:1], {})
+    again = record_cells(two, p2, CELLS[:2], two.cell_runs())
+    assert again[0] == first and again[1] != first
+    assert len(two.cell_runs()) == 2  # no second run for c1
+
+
+def test_metrics_of_many_runs_in_one_transaction_read_back_as_log_batchs(tmp_path):
+    one, two, p1, p2 = _both(tmp_path)
+    ids1 = record_cells(one, p1, CELLS, {})  # created in bulk in both stores: the logging differs
+    ids2 = record_cells(two, p2, CELLS, {})
+    now = 1_800_000_000_000
+    values = [("recall_at_1", 0.5, 0), ("cv", float("nan"), 0), ("risk", -float("inf"), 0),
+              ("wall_seconds", 9.0, 0), ("train_loss", 1.0, 1)]
+    from mlflow.entities import Metric
+    for run_id in ids1:  # the client: one log_batch per run
+        one.client.log_batch(run_id, metrics=[Metric(k, v, now, s) for k, v, s in values])
+    tracking_sql.log_metrics(two.uri, {run_id: [Metric(k, v, now, s) for k, v, s in values]
+                                       for run_id in ids2})
+    # the same values again: MLflow leaves out an identical (key, timestamp, step, value)
+    tracking_sql.log_metrics(two.uri, {ids2[0]: [Metric("recall_at_1", 0.5, now, 0)]})
+    # an older value does not become the latest
+    tracking_sql.log_metrics(two.uri, {ids2[0]: [Metric("recall_at_1", 0.9, now - 5, 0)]})
+    one.client.log_batch(ids1[0], metrics=[Metric("recall_at_1", 0.9, now - 5, 0)])
+    for a, b in zip(ids1, ids2, strict=True):
+        assert _view(two.client, b, {p2: "parent"}) == _view(one.client, a, {p1: "parent"})
+    assert two.client.get_run(ids2[0]).data.metrics["recall_at_1"] == 0.5
+
+
+def test_log_changed_on_sqlite_logs_only_what_changed(tmp_path):
+    _, two, _, p2 = _both(tmp_path)
+    (run_id,) = record_cells(two, p2, CELLS[:1], {})
+    latest = {k: v[1] for k, v in cell_metrics(two.uri, "exp").items()}
+    assert two.log_changed({run_id: latest[run_key("c1", "v1")]},
+                           {run_id: [("wall_seconds", 1.25, 0), ("r1", 0.25, 0)]}) == 1
+    history = two.client.get_metric_history(run_id, "wall_seconds")
+    assert len(history) == 1  # unchanged: not logged again
+    assert two.client.get_run(run_id).data.metrics["r1"] == 0.25
+
+
+def test_a_bad_value_is_refused_before_anything_is_written(tmp_path):
+    _, two, _, p2 = _both(tmp_path)
+    bad = _record("c9")
+    bad["config"]["k" * 300] = 1  # a param key longer than MLflow allows
+    with pytest.raises(MlflowException, match="Param key. exceeds the maximum length"):
+        record_cells(two, p2, [CELLS[0], (bad, [])], {})
+    assert two.cell_runs() == {}  # the good run of the batch was not written either
+    with pytest.raises(ValueError, match="no such active run"):
+        from mlflow.entities import Metric
+        tracking_sql.log_metrics(two.uri, {"0" * 32: [Metric("a", 1.0, 0, 0)]})
