@@ -38,7 +38,14 @@ from pipeline.runtime.grid_run import (
 )
 from pipeline.runtime.storage import Dir
 from pipeline.runtime.store import inspect, store_root
-from pipeline.runtime.tracking import Invocation, Tracker, record_cell, record_cells, run_key
+from pipeline.runtime.tracking import (
+    Invocation,
+    RunRef,
+    Tracker,
+    record_cell,
+    record_cells,
+    run_key,
+)
 
 ACTIONS = ("done", "failed", "stale", "train")  # what grid_run.plan decides for a cell
 
@@ -87,7 +94,7 @@ def train_grid(params: Params) -> TrainedGrid:
     sha = git_sha()
     parent = Invocation(tracker, "train", {"git_sha": sha, "n_cells": str(len(entries))})
     meta = {"git_sha": sha, "dataset_hash": dataset.content_hash(), "code_version": __version__}
-    runs = tracker.cell_runs()
+    runs = tracker.cell_run_refs()
 
     def on_done(finished: Sequence[tuple[Entry, CellOutcome]]) -> None:
         """A batch of finished cells into MLflow (one transaction on a local store)."""
@@ -158,7 +165,7 @@ def manifest(entries: Sequence[Entry], outcomes: Mapping[str, CellOutcome]) -> l
 
 
 def sync_runs(tracker: Tracker, parent: Invocation, entries: Sequence[Entry],
-              outcomes: Mapping[str, CellOutcome], runs: Mapping[str, Any],
+              outcomes: Mapping[str, CellOutcome], runs: Mapping[str, RunRef],
               claims: Claims) -> int:
     """Log reused cells whose run is missing or unfinished (e.g. a driver died after the cell),
     under the cell's claim so that no other driver logs it at the same time, as children of
@@ -168,13 +175,13 @@ def sync_runs(tracker: Tracker, parent: Invocation, entries: Sequence[Entry],
         if e.key in outcomes or e.action not in ("done", "failed", "stale"):
             continue
         key = run_key(e.cell.training_id, e.used_version)
-        if key in runs and runs[key].info.status in ("FINISHED", "FAILED"):
+        if key in runs and runs[key].status in ("FINISHED", "FAILED"):
             continue
         if not claims.try_claim(key):
             continue  # another driver holds it: it logs it
         try:
             found = tracker.find(key)  # again, now that no other driver can log it
-            if found is None or found.info.status not in ("FINISHED", "FAILED"):
+            if found is None or found.status not in ("FINISHED", "FAILED"):
                 history = []
                 if e.record.get("status") == "ok":
                     history = storage.read_frame(e.folder / layout.HISTORY).to_dict("records")

@@ -236,3 +236,11 @@ def test_a_local_stores_cell_runs_read_from_its_tables_are_what_the_search_retur
     assert read["a/v1"] == (oldest, {})
     assert cell_metrics(uri, "elsewhere") == _searched(other)
     assert run_key("x", "v1") in cell_metrics(uri, "elsewhere")
+    # the driver's read of ids and statuses: the same runs, as the search gives them
+    tracker.end(ids["b/v1"], failed=True)
+    tracker.end(ids["c/v2"])
+    refs = tracker.cell_run_refs()
+    assert {k: (r.run_id, r.status) for k, r in refs.items()} == {
+        k: (str(r.info.run_id), str(r.info.status)) for k, r in tracker.cell_runs().items()}
+    assert {k: r.status for k, r in refs.items()} == {
+        "a/v1": "RUNNING", "b/v1": "FAILED", "c/v2": "FINISHED"}

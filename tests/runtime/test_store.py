@@ -195,3 +195,73 @@ def test_a_cell_finished_by_another_driver_after_the_plan_is_not_trained_again(t
     assert ran == [cells[1].cell_id]
     assert set(trained) == {cells[1].cell_id} and set(reused) == {cells[0].cell_id}
     assert reused[cells[0].cell_id].status == "ok"
+
+
+def test_finished_cells_are_logged_in_batches_under_their_claims(tmp_path, tiny_params):
+    """The driver hands finished cells to MLflow in batches (grid_run.train's log_batch): every
+    cell exactly once, in batches of at most log_batch, the rest at the end of the run; each
+    cell's claim is still held while its batch is logged and released right after."""
+    from pipeline.config import expand, from_mapping
+    from pipeline.runtime.cells import CellOutcome
+    from pipeline.runtime.grid_run import plan, train
+
+    params = {**tiny_params, "grid": {**tiny_params["grid"], "k": [2, 4, 8, 16], "seed": [0, 1]}}
+    cells = expand(from_mapping(params))
+    root = tmp_path / "store"
+    entries = plan(cells, root, "data", [], "retrain")
+    assert len(entries) == 8
+    batches: list[list[str]] = []
+
+    def on_done(batch):
+        for entry, _ in batch:  # logged before its claim is released
+            assert entry.key in claims.held
+        batches.append([entry.cell.cell_id for entry, _ in batch])
+
+    def run(todo, finished):
+        out = []
+        for entry in todo:
+            outcome = CellOutcome(entry.cell.cell_id, "ok")
+            finished(entry, outcome)
+            out.append(outcome)
+        return out
+
+    with Claims(root) as claims:
+        trained, _ = train(entries, claims, run, on_done, lambda e: store.inspect(e.folder),
+                           log_batch=3, log_seconds=3600.0)
+        assert not claims.held
+        assert not list((root / "claims").glob("*.json"))  # every claim file removed
+    assert [len(b) for b in batches] == [3, 3, 2]
+    assert sorted(c for b in batches for c in b) == sorted(c.cell_id for c in cells)
+
+    # a batch is not held back: once the oldest waited log_seconds, the next finish hands it over
+    batches.clear()
+    entries = plan(cells[:2], tmp_path / "other", "data", [], "retrain")
+    with Claims(tmp_path / "other") as claims:
+        train(entries, claims, run, on_done, lambda e: store.inspect(e.folder),
+              log_batch=64, log_seconds=0.0)
+    assert [len(b) for b in batches] == [1, 1]
+
+
+def test_a_failing_log_still_releases_the_batchs_claims(tmp_path, tiny_params):
+    from pipeline.config import expand, from_mapping
+    from pipeline.runtime.cells import CellOutcome
+    from pipeline.runtime.grid_run import plan, train
+
+    entries = plan(expand(from_mapping(tiny_params)), tmp_path / "store", "data", [], "retrain")
+
+    def run(todo, finished):
+        for entry in todo:
+            finished(entry, CellOutcome(entry.cell.cell_id, "ok"))
+        return []
+
+    def on_done(batch):
+        raise RuntimeError("tracking store down")
+
+    with Claims(tmp_path / "store") as claims:
+        try:
+            train(entries, claims, run, on_done, lambda e: store.inspect(e.folder))
+        except RuntimeError as err:
+            assert "tracking store down" in str(err)
+        else:
+            raise AssertionError("the log's error was swallowed")
+        assert not claims.held

@@ -90,7 +90,7 @@ def test_runs_written_in_one_transaction_read_back_as_the_clients(tmp_path):
 def test_a_cell_whose_run_exists_is_logged_into_it(tmp_path):
     _, two, _, p2 = _both(tmp_path)
     (first,) = record_cells(two, p2, CELLS[:1], {})
-    again = record_cells(two, p2, CELLS[:2], two.cell_runs())
+    again = record_cells(two, p2, CELLS[:2], two.cell_run_refs())
     assert again[0] == first and again[1] != first
     assert len(two.cell_runs()) == 2  # no second run for c1
 
