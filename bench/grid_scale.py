@@ -30,6 +30,10 @@ What (a) adds to (b) is the stages' overhead: interpreter start and imports, the
 start and stop, shipping batches and results, writing the stage tables, the report's MLflow
 logging. The Dask stages use ``stats.n_workers`` worker processes, (b) one: on a quiet machine
 with that many cores a ratio below 1 is the parallel speed-up.
+The train stage is set against its cells' own time: the new trainings' ``wall_seconds``
+(``cell.json``) summed, and that sum over the cores (one cell a core, the stage's best); what
+it took above that is the interpreter, imports, plan, Ray's start and its workers' imports, and
+the driver's MLflow logging and claims (issue 25: at most 20% plus Ray's start).
 Printed per grid, per stage, in total and for the target's four stages (``target``: stats,
 search, bounds, report; probe computes nothing on these unlabelled grids): seconds, milliseconds
 per cell, ratio (a) / (b); then
@@ -272,10 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[tuple[int, str, str], list[float]] = {}
     peaks: dict[tuple[int, str, str], int] = {}
     first: dict[tuple[int, str], tuple[float, int]] = {}
+    own: dict[int, tuple[int, float, float]] = {}
     try:
         for n in sizes:
             for name in SETUP:
+                began = time.time()
                 first[(n, name)] = run_stage(name, ROOT, spaces[n], log)
+                if name == "train":
+                    own[n] = cells_own_time(spaces[n], began)
             cells = len(storage.read_json(spaces[n] / context.GRID)["cells"])
             assert cells == n, (cells, n)
             # the rest of the pipeline once, as `dvc repro` runs it: the first report logs every
@@ -304,12 +312,43 @@ def main(argv: list[str] | None = None) -> int:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     report_first(first, sizes)
+    report_train(first, own, sizes)
     if args.repeats:
         med = {k: statistics.median(v) for k, v in times.items()}
         report(med, peaks, sizes, args.stages)
     load = os.getloadavg()
     print(f"load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0
+
+
+def cells_own_time(workspace: Path, since: float) -> tuple[int, float, float]:
+    """The trainings the train stage just ran (their ``cell.json`` started at or after
+    ``since``): how many, and the sums of their ``wall_seconds`` (training, export, files) and
+    ``train_seconds`` (the epochs' loops)."""
+    grid = storage.read_json(workspace / context.GRID)["cells"]
+    records = [storage.read_json(Path(p) / layout.RECORD)
+               for p in sorted({c["path"] for c in grid})]
+    new = [r for r in records if float(r.get("started_at") or 0) >= since]
+    return (len(new), sum(float(r.get("wall_seconds") or 0) for r in new),
+            sum(float(r.get("train_seconds") or 0) for r in new))
+
+
+def report_train(first: dict[tuple[int, str], tuple[float, int]],
+                 own: dict[int, tuple[int, float, float]], sizes: list[int]) -> None:
+    """The train stage against its cells' own time: the sum of the new trainings' wall seconds
+    (``cell.json``), that sum spread over the cores (one cell a core: the stage's best), and
+    what the stage took above that (interpreter, imports, plan, Ray's start and its workers'
+    imports, the driver's logging and claims)."""
+    slots = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"\ntrain against its cells' own time (the new trainings' cell.json wall seconds; "
+          f"{slots} cores, one cell each)")
+    print("  cells  trainings   stage s   cells' sum s   sum / cores s   above it s   "
+          "stage / (sum / cores)   loops' sum s")
+    for n in sizes:
+        count, wall, loops = own[n]
+        stage, best = first[(n, "train")][0], wall / max(slots or 1, 1)
+        print(f"  {n:5d} {count:10d} {stage:9.1f} {wall:14.1f} {best:15.1f} {stage - best:12.1f}"
+              f"   {_ratio(stage, best):>21s} {loops:14.1f}")
 
 
 def _ratio(a: float, b: float) -> str:
