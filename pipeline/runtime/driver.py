@@ -42,7 +42,6 @@ from pipeline.runtime.tracking import (
     Invocation,
     RunRef,
     Tracker,
-    record_cell,
     record_cells,
     run_key,
 )
@@ -164,29 +163,42 @@ def manifest(entries: Sequence[Entry], outcomes: Mapping[str, CellOutcome]) -> l
     return rows
 
 
+SYNC_BATCH = 500  # reused cells logged per claim round in sync_runs (one transaction each)
+
+
 def sync_runs(tracker: Tracker, parent: Invocation, entries: Sequence[Entry],
               outcomes: Mapping[str, CellOutcome], runs: Mapping[str, RunRef],
               claims: Claims) -> int:
-    """Log reused cells whose run is missing or unfinished (e.g. a driver died after the cell),
-    under the cell's claim so that no other driver logs it at the same time, as children of
-    ``parent`` (created with the first of them); how many."""
-    synced = 0
+    """Log reused cells whose run is missing or unfinished (e.g. a driver died after the cell,
+    or the tracking database was deleted), under the cells' claims so that no other driver logs
+    them at the same time, as children of ``parent`` (created with the first of them), up to
+    :data:`SYNC_BATCH` at a time (:func:`record_cells`); how many."""
+    todo = []
     for e in first_per_training(entries):  # one run per training
         if e.key in outcomes or e.action not in ("done", "failed", "stale"):
             continue
         key = run_key(e.cell.training_id, e.used_version)
         if key in runs and runs[key].status in ("FINISHED", "FAILED"):
             continue
-        if not claims.try_claim(key):
-            continue  # another driver holds it: it logs it
+        todo.append((key, e))
+    synced = 0
+    for start in range(0, len(todo), SYNC_BATCH):
+        mine = [(key, e) for key, e in todo[start:start + SYNC_BATCH] if claims.try_claim(key)]
+        if not mine:
+            continue  # another driver holds them: it logs them
         try:
-            found = tracker.find(key)  # again, now that no other driver can log it
-            if found is None or found.status not in ("FINISHED", "FAILED"):
-                history = []
-                if e.record.get("status") == "ok":
-                    history = storage.read_frame(e.folder / layout.HISTORY).to_dict("records")
-                record_cell(tracker, parent.run_id, e.record, history)
-                synced += 1
+            now = tracker.cell_run_refs()  # again, now that no other driver can log them
+            cells = []
+            for key, e in mine:
+                found = now.get(key)
+                if found is None or found.status not in ("FINISHED", "FAILED"):
+                    history = []
+                    if e.record.get("status") == "ok":
+                        history = storage.read_frame(e.folder / layout.HISTORY).to_dict("records")
+                    cells.append((e.record, history))
+            if cells:
+                record_cells(tracker, parent.run_id, cells, now)
+            synced += len(cells)
         finally:
-            claims.release(key)
+            claims.release_many([key for key, _ in mine])
     return synced

@@ -67,6 +67,18 @@ def test_a_second_run_reuses_and_a_lost_tracking_store_is_synced(tmp_path, monke
     assert _finished_runs(lost) == 2
     assert driver.train_grid(lost).synced == 0
 
+    # a driver died between creating a cell's run and ending it: the next one finishes that
+    # run (through the client, into the same run id), and creates none for it
+    tracker = Tracker(tracking_uri(lost), lost.tracking.experiment)
+    runs = tracker.cell_runs()
+    key, run = sorted(runs.items())[0]
+    tracker.client.update_run(run.info.run_id, status="RUNNING")
+    assert _finished_runs(lost) == 1
+    assert driver.train_grid(lost).synced == 1
+    after = tracker.cell_runs()
+    assert _finished_runs(lost) == 2 and after[key].info.run_id == run.info.run_id
+    assert len(after) == 2
+
 
 def test_a_rerun_with_nothing_to_train_creates_no_mlflow_run(tmp_path, monkeypatch,
                                                              tiny_params):
