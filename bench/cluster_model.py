@@ -55,13 +55,16 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.runtime import capacity  # noqa: E402  (pure: the heavy imports are in measure_*)
 
-# Measured on 2026-12-02 (2 vCPUs shared with four other jobs, load average 3-6, nice -n 19) with
-#   python bench/cluster_model.py --measure --repeats 3 --store-root ~/.cache/contrastive-bench
-# driver: bookkeeping 104 ms/cell (repeats 123, 55, 104; driver CPU 73 ms; MLflow on SQLite) +
-# Ray 1.4 ms/task (driver CPU 0.8 ms); worker: checksums + cell.json + publish of 1.3 MB cells,
-# 10.9 ms; startup: ray.init and a warm task per core, 11.9 s. An earlier single run: 93 + 3.1 ms,
-# 8.4 ms, 14.6 s.
-MEASURED = {"driver_per_cell": 0.106, "worker_store_per_cell": 0.011, "startup": 11.9}
+# The driver, measured on 2026-12-04 (2 vCPUs of an AMD EPYC, quiet) with
+#   python bench/cluster_model.py --measure --repeats 3 --store-root <a store of tiny cells>
+# bookkeeping 1.1 ms/cell (100 and 500 cells: 1.66/1.06, 0.62/1.50, 0.63/1.07 s; MLflow on
+# SQLite in one transaction per batch of cells, pipeline.runtime.tracking_sql) + Ray 0.65 ms/task
+# (driver CPU 0.49 ms); startup: ray.init and a warm task per core, 3.2 s. Before the batched
+# MLflow writes (2026-12-02, 2 vCPUs shared with four other jobs, load average 3-6): bookkeeping
+# 104 ms/cell, Ray 1.4 ms, startup 11.9 s. The worker's store work, from that earlier run:
+# checksums + cell.json + publish of 1.3 MB cells, 10.9 ms (the tiny cells of 2026-12-04, 0.11
+# MB: 0.9 ms).
+MEASURED = {"driver_per_cell": 0.0018, "worker_store_per_cell": 0.011, "startup": 3.2}
 STORE_MBPS = 1000.0  # an assumption, not a measurement: a shared volume's aggregate writes
 
 
@@ -187,7 +190,7 @@ def _ray_tasks(sizes: Sequence[int]) -> tuple[dict[int, tuple[float, float]], fl
     return out, started
 
 
-def measure_driver(small: int = 20, big: int = 80, tasks: Sequence[int] = (100, 500),
+def measure_driver(small: int = 100, big: int = 500, tasks: Sequence[int] = (100, 500),
                    repeats: int = 1) -> DriverCost:
     """The driver's serial seconds per cell (see the module docstring, (d)); medians of
     ``repeats``."""

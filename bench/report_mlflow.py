@@ -6,8 +6,9 @@ A fresh SQLite store (a temporary folder) holds one finished run per cell, as th
 leaves it. Each repeat times, on that store, the report stage's logging of ``--metrics`` report
 metrics per cell (what ``Report.mlflow`` holds), the search of the cell runs included:
 (old) one ``log_batch`` into each cell's run, every metric (the stage before);
-(new) ``Tracker.log_changed``: the metrics whose value the run does not hold yet, one
-      ``log_batch`` per run that has one (here every value is new: the first report after
+(new) ``Tracker.log_changed``: the metrics whose value the run does not hold yet, on this
+      SQLite store every run's in one transaction (``pipeline.runtime.tracking_sql``; one
+      ``log_batch`` per run elsewhere; here every value is new: the first report after
       training);
 (level) new, with only the interval bounds changed (``*_lo``/``*_hi``, half the metrics: a
       report rerun after ``report.level`` changed);
