@@ -46,7 +46,6 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
 from mlflow.utils.uri import append_to_uri_path
 from mlflow.utils.validation import (
     _validate_batch_log_data,
-    _validate_batch_log_limits,
     _validate_dataset_inputs,
     _validate_param_keys_unique,
 )
@@ -91,14 +90,13 @@ def _stored(value: float) -> tuple[float, bool]:
 
 
 def _validated(run: NewRun) -> None:
-    """MLflow's own checks of a ``log_batch`` and a ``log_inputs`` (names, lengths, values,
-    limits), raising its ``MlflowException`` before anything is written."""
+    """MLflow's own checks of each metric, param and tag of a ``log_batch`` and of a
+    ``log_inputs`` (names, lengths, values), raising its ``MlflowException`` before anything is
+    written. No count limit: ``MlflowClient.log_batch`` splits any number of entities into
+    requests within MLflow's per-request limits, so the client's path takes them all too."""
     params = [Param(k, v) for k, v in run.params.items()]
     tags = [RunTag(k, v) for k, v in run.tags.items()]
     _validate_batch_log_data(run.metrics, params, tags)
-    for start in range(0, max(len(run.metrics), len(params), len(tags), 1), 900):
-        _validate_batch_log_limits(run.metrics[start:start + 900], params[start:start + 900],
-                                   tags[start:start + 900])
     _validate_param_keys_unique(params)
     if run.datasets:
         _validate_dataset_inputs(run.datasets)

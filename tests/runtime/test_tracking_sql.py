@@ -87,6 +87,21 @@ def test_runs_written_in_one_transaction_read_back_as_the_clients(tmp_path):
         run_key(r["cell_id"], "v1"): i for (r, _), i in zip(CELLS, ids2, strict=True)}
 
 
+def test_more_params_and_metrics_than_one_request_holds(tmp_path):
+    """MLflow's per-request limits (100 params, 1000 metrics) are the client's to split: a run
+    of 150 params and 1500 history values is written whole, as the client writes it."""
+    big = _record("big")
+    big["config"]["options"] = {f"option_{i:03d}": i for i in range(150)}
+    history = [{"epoch": e, "loss": 1.0 / e, "tau_mean": 0.1, "seconds": 0.01}
+               for e in range(1, 501)]
+    one, two, p1, p2 = _both(tmp_path)
+    a = record_cell(one, p1, big, history)
+    (b,) = record_cells(two, p2, [(big, history)], {})
+    seen = _view(one.client, a, {p1: "parent"})
+    assert _view(two.client, b, {p2: "parent"}) == seen
+    assert len(seen["params"]) > 150 and len(seen["histories"]["train_loss"]) == 500
+
+
 def test_a_cell_whose_run_exists_is_logged_into_it(tmp_path):
     _, two, _, p2 = _both(tmp_path)
     (first,) = record_cells(two, p2, CELLS[:1], {})
