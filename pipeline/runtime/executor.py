@@ -36,11 +36,11 @@ from tqdm import tqdm  # noqa: E402
 from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
+from pipeline.runtime.addresses import LOOPBACK, ray_address  # noqa: E402  (re-exported)
 from pipeline.runtime.cells import CellOutcome, run_cell, torch_threads  # noqa: E402
 from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
 from pipeline.runtime.progress import Tally, stage_desc, suite_task  # noqa: E402
 
-LOOPBACK = "127.0.0.1"
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
 
 
@@ -80,11 +80,6 @@ def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> Non
         ray.shutdown()
         raise RuntimeError(f"the local Ray instance listens on {sorted(nodes)}, not {LOOPBACK}")
     _local["started"] = True
-
-
-def ray_address(compute: ComputeConfig) -> str | None:
-    """The Ray cluster to use: ``compute.ray_address``, else ``RAY_ADDRESS``; None: run locally."""
-    return compute.ray_address or os.environ.get("RAY_ADDRESS") or None
 
 
 def init_ray(compute: ComputeConfig) -> None:

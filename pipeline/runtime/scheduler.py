@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from pipeline.config import ComputeConfig
 from pipeline.config.rules import DASK_CLUSTER_ENV, dask_cluster_problem
+from pipeline.runtime.addresses import LOOPBACK, ray_address
 from pipeline.runtime.progress import stage_desc
 
 BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
@@ -192,11 +193,11 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
 
     Yields a :class:`Run`: ``run(tasks, desc, sizes)``.
     """
-    # imports Ray: here rather than at the top, so that the workers unpickling the stages'
-    # tasks (whose modules import this one) do not pay for it
-    from pipeline.runtime.executor import LOOPBACK, init_ray, ray_address
-
     if ray_address(compute_cfg):
+        # imports Ray: only here, so that a local run and the workers unpickling the stages'
+        # tasks (whose modules import this one) do not pay for it
+        from pipeline.runtime.executor import init_ray
+
         init_ray(compute_cfg)
         yield _run_ray()
         return
