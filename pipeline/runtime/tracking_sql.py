@@ -102,7 +102,8 @@ def _validated(run: NewRun) -> None:
         _validate_dataset_inputs(run.datasets)
 
 
-def _engine(uri: str) -> sqlalchemy.Engine:
+def engine(uri: str) -> sqlalchemy.Engine:
+    """An engine on the store without a pool: each use opens and closes its connection."""
     return sqlalchemy.create_engine(uri, poolclass=sqlalchemy.pool.NullPool)
 
 
@@ -148,9 +149,9 @@ def create_runs(uri: str, experiment_id: str, runs: Sequence[NewRun]) -> None:
     for run in runs:
         _validated(run)
     experiments = SqlExperiment.__table__
-    engine = _engine(uri)
+    db_engine = engine(uri)
     try:
-        with engine.begin() as db:
+        with db_engine.begin() as db:
             location = db.execute(sqlalchemy.select(experiments.c.artifact_location).where(
                 experiments.c.experiment_id == int(experiment_id))).scalar_one()
             run_rows, tag_rows, param_rows, metric_rows = [], [], [], []
@@ -179,7 +180,7 @@ def create_runs(uri: str, experiment_id: str, runs: Sequence[NewRun]) -> None:
             _insert(db, SqlLatestMetric.__table__, list(_latest(metric_rows).values()))
             _write_inputs(db, int(experiment_id), runs)
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
 
 def _write_inputs(db: sqlalchemy.Connection, experiment_id: int, runs: Sequence[NewRun]) -> None:
@@ -230,9 +231,9 @@ def log_metrics(uri: str, metrics: Mapping[str, Sequence[Metric]]) -> None:
         _validate_batch_log_data(ms, [], [])
     table, latest = SqlMetric.__table__, SqlLatestMetric.__table__
     runs = SqlRun.__table__
-    engine = _engine(uri)
+    db_engine = engine(uri)
     try:
-        with engine.begin() as db:
+        with db_engine.begin() as db:
             ids = sorted(metrics)
             active: set[str] = set()
             now: dict[tuple[str, str], dict] = {}
@@ -272,5 +273,5 @@ def log_metrics(uri: str, metrics: Mapping[str, Sequence[Metric]]) -> None:
                 for start in range(0, len(updates), _CHUNK):
                     db.execute(statement, updates[start:start + _CHUNK])
     finally:
-        engine.dispose()
+        db_engine.dispose()
 
