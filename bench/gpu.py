@@ -74,7 +74,8 @@ def make_cell(size: Size, precision: str, memory_format: str, device: str, seed:
                     dict(DATASETS["cifar10"].augment_defaults))
     train = {"epochs": size.epochs, "lr": 1e-3, "optimizer": "adam", "negatives": "in_batch",
              "threads": threads, "device": device, "precision": precision,
-             "memory_format": memory_format, "on_code_change": "retrain"}
+             "memory_format": memory_format, "deterministic": False,
+             "on_code_change": "retrain"}
     spec = GridSpec(axes={}, loss_options={"nt_xent": {}},
                     arch_options={"resnet18": {"small_stem": True}},
                     schedule_options=lambda schedule, tau: {"tau": tau}, train=train, data=data)
