@@ -12,6 +12,7 @@ import yaml
 
 from pipeline.config import expand, load
 from pipeline.metrics import is_metric
+from pipeline.report import figures, publish
 from pipeline.report.build import Inputs, build
 from pipeline.report.figure_plan import norm_cells
 from pipeline.report.publish import write
@@ -93,3 +94,38 @@ def test_write_gives_every_declared_output(inputs, tmp_path):
     assert summary["cells"] == 108 and "paper_claims" in summary
     page = (tmp_path / "leaderboard.html").read_text()
     assert page.count("data:image/png;base64,") == len(report.figures)
+
+
+def test_figures_drawn_in_worker_processes_give_the_same_files(inputs, monkeypatch):
+    """render() draws the figures in forked workers where it can: the same bytes, in the same
+    order, as drawing each in this process (the pool taken away)."""
+    report = build(inputs)
+    norms = {c: np.abs(np.random.default_rng(0).normal(3, 0.3, 200))
+             for c in norm_cells(report.figures)}
+    pool = publish.figure_pool(len(report.figures))
+    if pool is None:
+        pytest.skip("needs Linux and two usable cores (the workers are forked)")
+    pool.shutdown()
+    pooled = publish.render(report, norms)
+    monkeypatch.setattr(publish, "figure_pool", lambda figures_to_draw: None)
+    here = publish.render(report, norms)
+    assert list(pooled) == list(here)
+    assert all(pooled[name] == here[name] for name in here), [
+        name for name in here if pooled[name] != here[name]]
+
+
+def test_a_figure_that_fails_in_a_worker_fails_the_report(inputs, monkeypatch):
+    report = build(inputs)
+    if publish.figure_pool(len(report.figures)) is None:
+        pytest.skip("needs Linux and two usable cores (the workers are forked)")
+    last = report.figures[-1].name
+    draw = figures.draw
+
+    def failing(spec, norms=None):  # the forked workers see this module's patched draw
+        if spec.name == last:
+            raise RuntimeError(f"cannot draw {spec.name}")
+        return draw(spec, norms)
+
+    monkeypatch.setattr(figures, "draw", failing)
+    with pytest.raises(RuntimeError, match=f"cannot draw {last}"):
+        publish.render(report, {})
