@@ -1,30 +1,36 @@
 """Report stage: build the report from the stage tables, write it under reports/, log to MLflow.
 
 MLflow (:func:`pipeline.runtime.report_tracking.track`) gets each cell's report metrics in its
-training's run, only those whose value changed (one ``log_batch`` per such run), and reports/ as
-the artifacts of the workspace's train run, or of a report run of its own; a rerun that writes
-the same reports logs nothing and creates no run.
+training's run, only those whose value changed, and reports/ as the artifacts of the
+workspace's train run, or of a report run of its own; a rerun that writes the same reports logs
+nothing and creates no run. The logging runs in a second process started first
+(:class:`~pipeline.runtime.report_logger.ReportLogger`): it imports MLflow and reads the cell
+runs while this one builds the report, and logs the metrics while this one writes the files.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from pipeline.config import Params
-from pipeline.report.build import Inputs, build
-from pipeline.report.figure_plan import norm_cells
-from pipeline.report.publish import write
 from pipeline.runtime import context as ctx
-from pipeline.runtime import layout, report_tracking, storage
+from pipeline.runtime import layout, storage
+from pipeline.runtime.report_logger import ReportLogger
 from pipeline.runtime.store import read_verify_checks, store_root
+
+if TYPE_CHECKING:
+    from pipeline.report.build import Inputs
 
 
 def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
     """The stage tables and the cells' records as :class:`Inputs`."""
+    from pipeline.report.build import Inputs
+
     checks = read_verify_checks(store_root(params.compute.storage), grid.to_dict("records"))
     grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
         lambda c: bool(checks[c]["reproduced"]) if c in checks else None))
@@ -54,10 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     if argv:
         return ctx.usage_error("report", argv)
     params, grid = ctx.resolved_params(), ctx.read_grid()
-    report = build(read_inputs(params, grid))
-    write(report, ctx.REPORTS, read_norms(grid, norm_cells(report.figures)))
-    report_tracking.sync(ctx.tracking_uri(params), params.tracking.experiment, grid,
-                         report.mlflow, ctx.REPORTS)
+    with ReportLogger(ctx.tracking_uri(params), params.tracking.experiment, grid) as mlflow:
+        # imported once the logger has forked: these imports run beside its MLflow import
+        from pipeline.report.build import build
+        from pipeline.report.figure_plan import norm_cells
+        from pipeline.report.publish import write
+
+        report = build(read_inputs(params, grid))
+        mlflow.metrics(report.mlflow)
+        write(report, ctx.REPORTS, read_norms(grid, norm_cells(report.figures)))
+        mlflow.reports(ctx.REPORTS)
     print(f"report: leaderboard of {len(report.cells)} cells ({report.failed} failed) -> "
           f"{(ctx.REPORTS / 'leaderboard.md').resolve()}")
     if report.failed:

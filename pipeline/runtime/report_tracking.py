@@ -2,10 +2,8 @@
 as artifacts (:func:`track`), from the cell runs' latest metrics
 (:func:`pipeline.runtime.tracking.cell_metrics`).
 
-Run inline, after the report is written. Searching the cell runs in a second process while the
-report was built saved nothing on this 2-vCPU machine (the report at 1000 cells: 19.7 s in one
-process on one CPU against 21.0 s with the second process, medians of 3; the two CPUs slow each
-other), and the search itself now takes 0.5 s there, not 6.5 s.
+The report stage runs these in a second process while it builds and writes the report
+(:class:`pipeline.runtime.report_logger.ReportLogger`), or inline through :func:`sync`.
 """
 
 from __future__ import annotations
@@ -23,14 +21,14 @@ Runs = Mapping[str, tuple[str, Mapping[str, float]]]  # run key -> (run id, late
 
 
 def sync(uri: str, experiment: str, grid: pd.DataFrame,
-         metrics: dict[str, list[tuple[str, float]]], reports: Path,
+         metrics: Mapping[str, list[tuple[str, float]]], reports: Path,
          runs: Runs | None = None) -> tuple[int, str | None]:
     """:func:`track` into the store at ``uri``: the report stage's one call."""
     return track(Tracker(uri, experiment), grid, metrics, reports, runs)
 
 
 def _run_metrics(runs: Mapping[str, str], grid: pd.DataFrame,
-                 values: dict[str, list[tuple[str, float]]]) -> dict[str, list]:
+                 values: Mapping[str, list[tuple[str, float]]]) -> dict[str, list]:
     """Each cell's final metrics (``values``) by the run id of its training's MLflow run
     (``runs``: :func:`~pipeline.runtime.tracking.run_key` → run id). Cells that share a
     training (they differ only in keys it does not read, such as k for a loss without
@@ -72,8 +70,8 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def log_metrics(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[str, float]]],
-                runs: Runs | None = None) -> int:
+def log_metrics(tracker: Tracker, grid: pd.DataFrame,
+                metrics: Mapping[str, list[tuple[str, float]]], runs: Runs | None = None) -> int:
     """Each cell's ``metrics`` into its training's run (:func:`_run_metrics`), the values the run
     holds already left out (:meth:`Tracker.log_changed`); ``runs`` as :func:`cell_metrics` reads
     them (read here when None). Returns how many runs got metrics."""
@@ -83,27 +81,32 @@ def log_metrics(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tu
     return tracker.log_changed(dict(runs.values()), _run_metrics(run_ids, grid, metrics))
 
 
-def track(tracker: Tracker, grid: pd.DataFrame, metrics: dict[str, list[tuple[str, float]]],
-          reports: Path, runs: Runs | None = None
-          ) -> tuple[int, str | None]:
-    """Log the report: each cell's ``metrics`` (cell id → (name, value)) into its training's run,
-    those already logged with the same value left out (:meth:`Tracker.log_changed`), and the
-    folder ``reports`` as artifacts (``reports/``) of the newest invocation run of this
+def log_reports(tracker: Tracker, reports: Path) -> str | None:
+    """The folder ``reports`` as artifacts (``reports/``) of the newest invocation run of this
     workspace when that is a train run without reports yet (the train run of this
     ``dvc repro``), else of a new, finished report run; nothing when the newest invocation
-    already holds these very reports (:func:`folder_digest`). ``runs``: the cell runs as
-    :func:`cell_metrics` read them (read here when None). Returns (how many runs got metrics,
-    the id of the run that got the reports or None)."""
-    logged = log_metrics(tracker, grid, metrics, runs)
+    already holds these very reports (:func:`folder_digest`). Returns the id of the run that
+    got them, or None."""
     digest = folder_digest(reports)
     newest = tracker.newest_invocation()
     tags = newest.data.tags if newest is not None else {}
     if tags.get(REPORTS_TAG) == digest:
-        return logged, None
+        return None
     own = not (tags.get("cbench.stage") == "train" and REPORTS_TAG not in tags)
     run_id = tracker.start_parent("report", {}) if own else str(newest.info.run_id)
     tracker.client.log_artifacts(run_id, str(reports), artifact_path="reports")
     tracker.client.set_tag(run_id, REPORTS_TAG, digest)
     if own:
         tracker.end(run_id)
-    return logged, run_id
+    return run_id
+
+
+def track(tracker: Tracker, grid: pd.DataFrame, metrics: Mapping[str, list[tuple[str, float]]],
+          reports: Path, runs: Runs | None = None
+          ) -> tuple[int, str | None]:
+    """Log the report: each cell's ``metrics`` (cell id → (name, value)) into its training's run,
+    those already logged with the same value left out (:func:`log_metrics`), then the folder
+    ``reports`` (:func:`log_reports`). ``runs``: the cell runs as :func:`cell_metrics` read them
+    (read here when None). Returns (how many runs got metrics, the id of the run that got the
+    reports or None)."""
+    return log_metrics(tracker, grid, metrics, runs), log_reports(tracker, reports)

@@ -2,10 +2,13 @@
 SQLite store: each cell's report metrics land in its training's run exactly as the one-at-a-time
 path logged them (names, values, steps, runs); values a run already holds are not logged again;
 reports/ goes to the workspace's train run once, and a rerun with the same reports creates no
-run. The stage's own process never imports MLflow."""
+run. The stage's logger (ReportLogger, a forked process) logs the same; the stage's own process
+never imports MLflow."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
@@ -13,9 +16,10 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.runtime import report_tracking
+from pipeline.runtime import report_tracking, tracking
+from pipeline.runtime.report_logger import ReportLogger
 from pipeline.runtime.tracking import Tracker, cell_metrics, run_key
-from tests.conftest import mlflow_runs
+from tests.conftest import ROOT, mlflow_runs
 
 EXPERIMENT = "contrastive-bench"  # what tests.conftest.mlflow_runs reads
 
@@ -182,3 +186,84 @@ def test_the_cell_runs_read_in_another_process_are_the_runs_search_returns(tmp_p
     assert report_tracking.log_metrics(tracker, grid, values) == 0
     assert _latest(tracker)["c1"] == dict(values["c1"])
 
+
+
+# --- the report stage's logger: the same logging in a forked process --------------------------
+
+@pytest.mark.parametrize("background", [True, False])
+def test_the_logger_logs_what_track_logs(tmp_path, monkeypatch, grid, values, background):
+    monkeypatch.chdir(tmp_path)
+    expected, got = _store(tmp_path, grid, "by-track"), _store(tmp_path, grid)
+    reports = _reports(tmp_path, "board")
+    want = report_tracking.track(expected, grid, values, reports)
+    with ReportLogger(got.uri, EXPERIMENT, grid, background=background) as logger:
+        assert logger.background is background
+        logger.metrics(values)
+        logged, run_id = logger.reports(reports)
+    assert logged == want[0] == 4 and run_id is not None and run_id != want[1]
+    assert _logged(got) == _logged(expected)
+    client = MlflowClient(tracking_uri=got.uri)
+    assert client.get_run(run_id).data.tags["cbench.stage"] == "report"
+    assert [f.path for f in client.list_artifacts(run_id, "reports")] == [
+        "reports/leaderboard.md", "reports/plots"]
+    with ReportLogger(got.uri, EXPERIMENT, grid, background=background) as logger:
+        logger.metrics(values)  # a rerun: the same values and reports, nothing logged
+        assert logger.reports(reports) == (0, None)
+
+
+def test_an_error_in_the_logging_process_is_raised_with_its_traceback(tmp_path, monkeypatch,
+                                                                     grid, values):
+    monkeypatch.chdir(tmp_path)
+    tracker = _store(tmp_path, grid)
+
+    def failing(*args, **kwargs):  # the forked process sees this module's patched function
+        raise OSError("the store is read-only")
+
+    monkeypatch.setattr(report_tracking, "log_metrics", failing)
+    with pytest.raises(RuntimeError, match="(?s)MLflow logging failed in its process.*"
+                                           "OSError: the store is read-only"):
+        with ReportLogger(tracker.uri, EXPERIMENT, grid, background=True) as logger:
+            logger.metrics(values)
+            logger.reports(_reports(tmp_path, "board"))
+    assert not logger._process.is_alive()
+
+
+def test_a_logger_that_failed_before_the_metrics_says_so_when_handed_them(tmp_path, monkeypatch,
+                                                                          grid, values):
+    monkeypatch.chdir(tmp_path)
+    tracker = _store(tmp_path, grid)
+
+    def failing(uri, experiment):
+        raise OSError("cannot read the runs")
+
+    monkeypatch.setattr(tracking, "cell_metrics", failing)  # seen by the forked process
+    logger = ReportLogger(tracker.uri, EXPERIMENT, grid, background=True)
+    logger._process.join(60)  # it has failed and ended before the report is built
+    with pytest.raises(RuntimeError, match="(?s)failed in its process.*cannot read the runs"):
+        with logger:
+            logger.metrics(values)
+    assert _logged(tracker) == {c: {} for c in ("c0", "c1", "c2", "t3")}
+
+
+def test_a_report_that_fails_before_its_metrics_logs_nothing(tmp_path, monkeypatch, grid,
+                                                              values):
+    monkeypatch.chdir(tmp_path)
+    tracker = _store(tmp_path, grid)
+    before = _logged(tracker)
+    logger = ReportLogger(tracker.uri, EXPERIMENT, grid, background=True)
+    with pytest.raises(ValueError, match="the build failed"):
+        with logger:
+            raise ValueError("the build failed")
+    assert not logger._process.is_alive() and logger._process.exitcode == 0
+    assert _logged(tracker) == before
+    assert len(mlflow_runs(tmp_path / "mlruns.db")) == len(before)  # no report run either
+
+
+def test_the_report_stage_imports_no_mlflow_itself():
+    """The stage's process leaves MLflow to its logger: importing it must not load MLflow (or
+    the report's rendering, imported once the logger has forked)."""
+    code = ("import sys, stages.report; print(' '.join(m for m in "
+            "('mlflow', 'sqlalchemy', 'matplotlib') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, cwd=ROOT).stdout.split()
+    assert loaded == []
