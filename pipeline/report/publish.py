@@ -75,13 +75,11 @@ def render(report: Report, norms: Mapping[str, np.ndarray]) -> dict[str, bytes]:
     cell id → its held-out embedding norms, for the cells :func:`figures.norm_cells` names."""
     law = report.one_over_k
     pool = figure_pool(len(report.figures) + (law.entry is not None))
-    with pool if pool is not None else nullcontext():
+    with pool if pool is not None else nullcontext():  # leaving it waits for every figure
         runner: Executor | _Here = pool if pool is not None else _Here()
-        drawn = [(f"plots/{spec.name}", spec.caption, runner.submit(_draw, spec, norms))
-                 for spec in report.figures]
-        if law.entry is not None:
-            drawn.append(("plots/one_over_k", LAW_CAPTION, runner.submit(one_over_k_plot.plot,
-                                                                         law)))
+        drawn = [(spec, runner.submit(_draw, spec, norms)) for spec in report.figures]
+        law_drawn = (runner.submit(one_over_k_plot.plot, law) if law.entry is not None
+                     else None)
         board = report.board
         text = {"leaderboard.md": to_markdown(board), "leaderboard.tex": to_latex(board)}
         tables = {name: _csv(frame) for name, frame in (
@@ -89,20 +87,22 @@ def render(report: Report, norms: Mapping[str, np.ndarray]) -> dict[str, bytes]:
             ("cells.csv", report.cells), ("comparison.csv", report.comparison),
             ("ranks.csv", report.ranks), ("pairs.csv", report.pairs),
             ("paper_tables.csv", report.papers.table), ("history.csv", report.history))}
-        cells_md = cells_table(report.cells, report.cells_columns)
-        papers = papers_md.to_markdown(report.papers)
-        drawings = [(stem, caption, future.result()) for stem, caption, future in drawn]
+        more_text = {"cells.md": cells_table(report.cells, report.cells_columns),
+                     "paper_tables.md": papers_md.to_markdown(report.papers)}
     files: dict[str, bytes] = {}
     pictures: list[tuple[str, bytes]] = []
-    for stem, caption, drawing in drawings[:len(report.figures)]:
-        files[f"{stem}.png"], files[f"{stem}.svg"] = drawing.png, drawing.svg
-        pictures.append((caption, drawing.png))
+    for spec, future in drawn:
+        drawing = future.result()
+        files[f"plots/{spec.name}.png"], files[f"plots/{spec.name}.svg"] = (drawing.png,
+                                                                            drawing.svg)
+        pictures.append((spec.caption, drawing.png))
     files["one_over_k.csv"] = _csv(law.table)
-    for stem, caption, drawing in drawings[len(report.figures):]:
-        files[f"{stem}.png"], files[f"{stem}.svg"] = drawing.png, drawing.svg
-        pictures.append((caption, drawing.png))
-    for name, content in (*text.items(), ("leaderboard.html", to_html(board, pictures)),
-                          ("cells.md", cells_md), ("paper_tables.md", papers)):
+    if law_drawn is not None:
+        drawing = law_drawn.result()
+        files["plots/one_over_k.png"], files["plots/one_over_k.svg"] = drawing.png, drawing.svg
+        pictures.append((LAW_CAPTION, drawing.png))
+    text["leaderboard.html"] = to_html(board, pictures)
+    for name, content in {**text, **more_text}.items():
         files[name] = content.encode("utf-8")
     files.update(tables)
     summary = report.summary
