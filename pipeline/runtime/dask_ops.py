@@ -26,7 +26,7 @@ from pipeline.grid import GRID_AXES, Cell
 from pipeline.runtime import layout, storage
 from pipeline.runtime.cell_tasks import StatsResult, bounds_one, search_one, stats_cell
 from pipeline.runtime.context import cell_folders, trained_rows
-from pipeline.runtime.scheduler import batches, scheduler
+from pipeline.runtime.scheduler import Shared, batches, scheduler, shared
 from pipeline.runtime.tables import bounds_table, search_tables, stats_tables
 from pipeline.stats.uncertainty import check_level
 
@@ -127,10 +127,12 @@ def compute_layer_stats(grid: pd.DataFrame, params: Params) -> LayerStats:
     return LayerStats(table, pd.concat(details, ignore_index=True), counts)
 
 
-def _each(fn: Callable[..., Any], items: Sequence[tuple[Cell, str]], dataset: Dataset,
+def _each(fn: Callable[..., Any], items: Sequence[tuple[Cell, str]], dataset: Dataset | Shared,
           cfg: Any) -> list[Any]:
-    """``fn(cell, dataset, folder, cfg)`` for each (cell, folder) of a batch."""
-    return [fn(cell, dataset, folder, cfg) for cell, folder in items]
+    """``fn(cell, dataset, folder, cfg)`` for each (cell, folder) of a batch; ``dataset``: the
+    value, or where the run's :meth:`~pipeline.runtime.scheduler.Run.share` holds it."""
+    data = shared(dataset)
+    return [fn(cell, data, folder, cfg) for cell, folder in items]
 
 
 def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storage.Location,

@@ -39,7 +39,7 @@ from pipeline.probe.frozen import (
     fewshot_scores,
 )
 from pipeline.runtime import storage
-from pipeline.runtime.scheduler import batches, scheduler
+from pipeline.runtime.scheduler import Shared, batches, scheduler, shared
 from pipeline.runtime.storage import read_dataset
 from pipeline.seeding import numpy_generator
 from pipeline.stats import seed_ci
@@ -136,20 +136,21 @@ def probe_inputs(dataset: Dataset, settings: ProbeSettings, seed: int) -> list[d
     return _rows("", "raw", {"input": scores})
 
 
-def _probe_batch(cells: Sequence[tuple[Cell, str]], dataset: Dataset,
+def _probe_batch(cells: Sequence[tuple[Cell, str]], dataset: Dataset | Shared,
                  settings: ProbeSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    data = shared(dataset)
     rows: list[dict[str, Any]] = []
     fewshot: list[dict[str, Any]] = []
     for cell, folder in cells:
-        r, f = probe_cell(cell, dataset, folder, settings)
+        r, f = probe_cell(cell, data, folder, settings)
         rows += r
         fewshot += f
     return rows, fewshot
 
 
-def _inputs_task(dataset: Dataset, settings: ProbeSettings,
+def _inputs_task(dataset: Dataset | Shared, settings: ProbeSettings,
                  seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    return probe_inputs(dataset, settings, seed), []
+    return probe_inputs(shared(dataset), settings, seed), []
 
 
 FEWSHOT_KEY = ["cell_id", "layer", "shots"]
@@ -183,12 +184,13 @@ def compute_probe(cells: Sequence[Cell], dataset_path: storage.Location,
                   n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(every cell's rows and the raw inputs' row, the few-shot rows), in one Dask compute
     (cells in batches of consecutive cells, :func:`pipeline.runtime.scheduler.batches`)."""
-    dataset = delayed(read_dataset)(str(dataset_path), dask_key_name="dataset")
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
-    tasks = [delayed(_probe_batch)(run, dataset, settings, dask_key_name=f"probe-{i}")
-             for i, run in enumerate(runs)]
-    tasks.append(delayed(_inputs_task)(dataset, settings, seed, dask_key_name="probe-inputs"))
     with scheduler(compute_cfg, n_workers) as run_all:
+        dataset = run_all.share("dataset", read_dataset, str(dataset_path))
+        tasks = [delayed(_probe_batch)(run, dataset, settings, dask_key_name=f"probe-{i}")
+                 for i, run in enumerate(runs)]
+        tasks.append(delayed(_inputs_task)(dataset, settings, seed,
+                                           dask_key_name="probe-inputs"))
         results = run_all(tasks, "probe", [len(r) for r in runs] + [0])
     return (pd.DataFrame([row for rows, _ in results for row in rows]),
             pd.DataFrame([row for _, rows in results for row in rows]))
