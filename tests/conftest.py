@@ -54,6 +54,10 @@ def pytest_report_header(config: pytest.Config) -> str:
 # before the pipeline does: set it here, first, so that every local Ray instance and simulated
 # cluster of the tests binds 127.0.0.1 (pipeline/runtime/executor.py explains the switch).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# The stages the tests start run cold: each test's own environment (a store, a profile) would
+# start a warm server of its own (pipeline/runtime/warm.py), hundreds of MB idling for minutes.
+# tests/runtime/test_warm.py runs them warm; CBENCH_WARM=on runs the whole suite so.
+os.environ.setdefault("CBENCH_WARM", "off")
 
 TINY: dict[str, Any] = {
     "data": {"name": "laplace", "n_train": 600, "n_heldout": 200, "seed": 0,

@@ -1,0 +1,429 @@
+"""A warm interpreter for ``python -m stages.<name>``: the libraries imported once, not per stage.
+
+Every stage is a new Python process that imports torch, pandas, pyarrow, SciPy and Dask before it
+reads a byte: about 2.5-3 s on two cores, paid again by each of the pipeline's stages, and at a
+grid of a hundred tiny cells more than the cells' own analysis. On Linux a stage started as
+exactly ``python -m stages.<name> [args]`` (``stages/__init__.py`` calls :func:`hand_off` first):
+
+- finds this installation's *server* on a Unix socket and sends it its arguments, working
+  folder, environment, ``sys.path`` and standard streams. The server forks a child that becomes
+  the stage, with this project's modules imported afresh from disk (an edit is seen at once),
+  and the child's exit status comes back: the starting process exits with it. A signal the
+  starting process gets (Ctrl-C, a timeout's SIGTERM) goes to the child's process group; a
+  starting process that is killed takes the child with it.
+- finds none: starts one in the background (it imports :data:`PRELOAD`, then listens) and
+  runs cold, as before.
+
+A server serves one Python, environment and installation: its address is a digest of the
+executable and version, the environment (less the shell's bookkeeping, :data:`VOLATILE`), the
+installed packages' folder and this file; anything else asks for another server. It answers only
+its own user (the peer's credentials, both ways), and exits after ``$CBENCH_WARM_IDLE_SECONDS``
+(default :data:`IDLE_SECONDS`) with no stage running. ``$CBENCH_WARM=off`` runs every stage cold.
+``$CBENCH_WARM_PID_FILE``: the starting process appends its stage's pid there (bench/ follows the
+stage's memory with it).
+
+This module imports only the standard library: ``stages/__init__.py`` imports it first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WARM_ENV = "CBENCH_WARM"  # "on" (the default) or "off"
+IDLE_ENV = "CBENCH_WARM_IDLE_SECONDS"
+PID_FILE_ENV = "CBENCH_WARM_PID_FILE"
+IDLE_SECONDS = 300.0
+# What the stages import that costs: about 4 s once, in the server, instead of 2.5-3 s a stage.
+PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "pyarrow.dataset", "scipy.stats",
+           "scipy.special", "torch", "dask", "dask.delayed", "dask.local", "dask.multiprocessing",
+           "distributed", "matplotlib", "matplotlib.pyplot", "mlflow", "pydantic", "yaml",
+           "jinja2", "tqdm", "cloudpickle", "psutil", "threadpoolctl", "safetensors.torch")
+# Set per process by a shell, make or DVC (DVC_STAGE: the stage's name), or read only by the
+# starting process: no import reads them, so one server serves any values of them (a stage still
+# gets its own caller's).
+VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "MAKELEVEL", "MAKEFLAGS", "MFLAGS",
+                      "DVC_STAGE", WARM_ENV, PID_FILE_ENV})
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
+_INT = struct.Struct("!i")
+_CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+_CHILD = False  # True in a server's child: the stage runs here and is never handed off again
+
+
+@dataclass(frozen=True)
+class Request:
+    """A stage to run: ``python -m module *args`` in ``cwd`` with ``env`` and ``path``, its
+    standard streams ``fds``."""
+
+    module: str
+    args: list[str]
+    cwd: str
+    env: dict[str, str]
+    path: list[str]
+    fds: tuple[int, int, int]
+
+
+def setting() -> str:
+    """``$CBENCH_WARM``: ``on`` (unset or empty too) or ``off``; anything else refused."""
+    value = os.environ.get(WARM_ENV, "") or "on"
+    if value not in ("on", "off"):
+        raise SystemExit(f"{WARM_ENV}={value!r}: expected 'on' or 'off'")
+    return value
+
+
+def idle_seconds() -> float:
+    """``$CBENCH_WARM_IDLE_SECONDS``: how long a server waits for a stage, a positive number."""
+    raw = os.environ.get(IDLE_ENV, "")
+    if not raw:
+        return IDLE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise SystemExit(f"{IDLE_ENV}={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def address(env: dict[str, str] | None = None) -> str:
+    """The abstract Unix socket of the server for this Python, ``env`` and installation."""
+    env = dict(os.environ) if env is None else env
+    packages = sysconfig.get_paths()["purelib"]
+    here = Path(__file__).resolve()
+
+    def stamp(path: str | Path) -> list[Any]:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return [str(path), None]
+        return [str(path), info.st_mtime_ns, info.st_size]
+
+    what = [os.path.realpath(sys.executable), sys.version, os.getuid(),
+            sorted((k, v) for k, v in env.items() if k not in VOLATILE),
+            stamp(packages), stamp(here)]
+    digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:32]
+    return f"\0cbench-warm-{digest}"
+
+
+def _same_user(sock: socket.socket) -> bool:
+    _, uid, _ = _CREDENTIALS.unpack(sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+    return uid == os.getuid()
+
+
+def _receive(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes, or fewer when the peer closed first."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(n - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _started_as_stage() -> str | None:
+    """The stage module when this interpreter was started as exactly ``python -m stages.<x>``
+    (no interpreter options) and is importing it now, else None."""
+    argv = getattr(sys, "orig_argv", [])
+    if len(argv) >= 3 and argv[1] == "-m" and argv[2].startswith("stages.") \
+            and sys.argv[:1] == ["-m"]:
+        return argv[2]
+    return None
+
+
+def hand_off() -> None:
+    """Run this stage in the warm server and exit with its status; return at once (to run
+    cold) when this is not a stage's start, on another OS, with ``$CBENCH_WARM=off``, or when no
+    server answers (one is started for the stages that follow)."""
+    if _CHILD or not sys.platform.startswith("linux"):
+        return
+    module = _started_as_stage()
+    if module is None or setting() == "off":
+        return
+    idle_seconds()  # a bad value refused before any work
+    where = address()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(where)
+    except OSError:
+        sock.close()
+        _start_server(where)
+        return
+    with sock:
+        if not _same_user(sock):
+            return
+        pid = _send(sock, module)
+        if pid is None:  # the server was ending: run cold
+            return
+        _wait(sock, pid)
+
+
+def _send(sock: socket.socket, module: str) -> int | None:
+    """The request sent; the stage's pid, or None when the server closed without one."""
+    payload = json.dumps({"module": module, "args": sys.argv[1:], "cwd": os.getcwd(),
+                          "env": dict(os.environ), "path": list(sys.path)}).encode()
+    try:
+        socket.send_fds(sock, [_INT.pack(len(payload))], [0, 1, 2])
+        sock.sendall(payload)
+        got = _receive(sock, _INT.size)
+    except OSError:  # a standard stream closed, or the server gone
+        return None
+    return _INT.unpack(got)[0] if len(got) == _INT.size else None
+
+
+def _wait(sock: socket.socket, pid: int) -> None:
+    """Forward signals to the stage ``pid`` until its status arrives; exit with it."""
+    if pid_file := os.environ.get(PID_FILE_ENV):
+        with open(pid_file, "a") as out:
+            out.write(f"{pid}\n")
+
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.killpg(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in FORWARDED:
+        signal.signal(signum, forward)
+    got = _receive(sock, _INT.size)
+    if len(got) != _INT.size:
+        sys.stderr.write(f"{_started_as_stage()}: the warm server ended before the stage (pid "
+                         f"{pid}) did; its exit status is unknown. {WARM_ENV}=off runs stages "
+                         "without it\n")
+        raise SystemExit(1)
+    code = _INT.unpack(got)[0]
+    if code < 0:  # killed by signal -code: end the same way
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        code = 128 - code
+    raise SystemExit(code)
+
+
+def _start_server(where: str) -> None:
+    """A detached server for ``where``: its own session, no terminal, this environment."""
+    entry = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+             "from pipeline.runtime.warm import main; main()")
+    try:
+        subprocess.Popen([sys.executable, "-c", entry, where.lstrip("\0")], cwd=ROOT,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except (OSError, ValueError):
+        pass  # no server: every stage runs cold
+
+
+def preload() -> list[str]:
+    """:data:`PRELOAD` imported; the modules that would not import (not installed) listed."""
+    import importlib
+
+    missing = []
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional library absent or broken here: the stage will say
+            missing.append(name)
+    return missing
+
+
+def main() -> None:
+    """The server's process (``sys.argv[1]``: its abstract address without the leading NUL),
+    and after a fork the stage's."""
+    request = serve("\0" + sys.argv[1], idle_seconds())
+    if request is not None:
+        run(request)
+
+
+def serve(where: str, idle: float) -> Request | None:
+    """Listen on ``where`` until ``idle`` seconds pass with no stage running. Returns None in the
+    server when it ends, the :class:`Request` in a forked child that is to become the stage."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(where)  # claims the name before the imports: a second server ends here
+    except OSError:
+        listener.close()
+        return None
+    preload()
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "listener")
+    running: dict[int, tuple[int, socket.socket, int]] = {}  # pidfd -> pid, client, pidfd
+    try:
+        while True:
+            events = selector.select(None if running else idle)
+            if not events and not running:
+                return None
+            for key, _ in events:
+                if key.data == "listener":
+                    child = _accept(listener, selector, running)
+                    if child is not None:
+                        return child
+                elif key.data[0] == "exited":
+                    _reap(selector, running, key.data[1])
+                else:  # the client closed before its stage ended: it was killed
+                    _, pid, client = key.data
+                    selector.unregister(client)
+                    try:
+                        os.killpg(pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+    finally:
+        if not _CHILD:
+            selector.close()
+            listener.close()
+
+
+def _accept(listener: socket.socket, selector: selectors.BaseSelector,
+            running: dict[int, tuple[int, socket.socket, int]]) -> Request | None:
+    """A client's request read and its stage forked; the request in the child, None here."""
+    global _CHILD
+    client, _ = listener.accept()
+    request = None
+    try:
+        client.settimeout(10.0)
+        if _same_user(client):
+            request = _read_request(client)
+    except (OSError, ValueError):
+        request = None
+    if request is None:
+        client.close()
+        return None
+    pid = os.fork()
+    if pid == 0:
+        _CHILD = True
+        for _, _, pidfd in running.values():
+            os.close(pidfd)
+        for other in [k.fileobj for k in selector.get_map().values()]:
+            if isinstance(other, socket.socket):
+                other.close()
+        selector.close()
+        client.close()
+        return request
+    for fd in request.fds:
+        os.close(fd)  # the client's streams: only the child holds them now
+    try:
+        client.sendall(_INT.pack(pid))
+    except OSError:
+        pass
+    pidfd = os.pidfd_open(pid)
+    running[pidfd] = (pid, client, pidfd)
+    selector.register(pidfd, selectors.EVENT_READ, ("exited", pidfd))
+    selector.register(client, selectors.EVENT_READ, ("client", pid, client))
+    return None
+
+
+def _read_request(client: socket.socket) -> Request | None:
+    head, fds, flags, _ = socket.recv_fds(client, _INT.size, 3)
+    if len(fds) != 3 or flags & socket.MSG_CTRUNC:
+        for fd in fds:
+            os.close(fd)
+        return None
+    head += _receive(client, _INT.size - len(head))
+    if len(head) != _INT.size:
+        for fd in fds:
+            os.close(fd)
+        return None
+    payload = _receive(client, _INT.unpack(head)[0])
+    try:
+        got = json.loads(payload)
+        return Request(got["module"], got["args"], got["cwd"], got["env"], got["path"],
+                       (fds[0], fds[1], fds[2]))
+    except (ValueError, KeyError, TypeError):
+        for fd in fds:
+            os.close(fd)
+        return None
+
+
+def _reap(selector: selectors.BaseSelector, running: dict[int, tuple[int, socket.socket, int]],
+          pidfd: int) -> None:
+    """A stage ended: its status to its client."""
+    pid, client, _ = running.pop(pidfd)
+    selector.unregister(pidfd)
+    os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    with client:
+        if client.fileno() in selector.get_map():
+            selector.unregister(client)
+        try:
+            client.sendall(_INT.pack(os.waitstatus_to_exitcode(status)))
+        except OSError:
+            pass
+
+
+def run(request: Request) -> None:
+    """This forked child becomes the stage: its own process group, the client's streams,
+    environment, folder and path, this project's modules imported afresh, then the module run
+    as ``__main__``; it ends as :func:`_end` says."""
+    import importlib
+    import runpy
+
+    os.setpgid(0, 0)
+    for target, fd in enumerate(request.fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    unbuffered = bool(request.env.get("PYTHONUNBUFFERED"))  # as the server's (same environment)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=os.isatty(1) or unbuffered)
+    os.environ.clear()
+    os.environ.update(request.env)
+    os.chdir(request.cwd)
+    sys.path[:] = request.path
+    for name in list(sys.modules):
+        top = name.split(".")[0]
+        if top in ("pipeline", "stages") and name != __name__:
+            del sys.modules[name]
+    importlib.invalidate_caches()
+    sys.argv = ["-m", *request.args]
+    try:
+        runpy.run_module(request.module, run_name="__main__", alter_sys=True)
+    except BaseException as error:  # noqa: BLE001 - every ending is the stage's exit status
+        _end(error)
+    _end(None)
+
+
+def _end(error: BaseException | None) -> None:
+    """Exit as the interpreter would after ``error`` (None: the module returned): an uncaught
+    exception's traceback and status 1, ``SystemExit``'s status or message, Ctrl-C's SIGINT;
+    after the same waits: the non-daemon threads joined, then the ``atexit`` functions run, the
+    streams flushed. It skips only the teardown of the interpreter's modules, which after
+    torch, MLflow and the rest takes about 2 s and writes nothing."""
+    import atexit
+    import threading
+
+    code = 0
+    if isinstance(error, SystemExit):
+        if error.code is None or isinstance(error.code, int):
+            code = error.code or 0
+        else:
+            print(error.code, file=sys.stderr)
+            code = 1
+    elif error is not None:
+        sys.excepthook(type(error), error, error.__traceback__)
+        code = 1
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx does first
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        if isinstance(error, KeyboardInterrupt):  # the interpreter ends by SIGINT
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(code & 0xFF)
