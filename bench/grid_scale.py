@@ -11,8 +11,11 @@ cell store trains them once; 10 000: profiles/grid-10000.yaml (4 x 5 x 5 x 4 emb
 first, train timed apart (it skips the cells the store holds: ``$CBENCH_STORE``, as the
 pipeline).
 (a) stage: ``python -m stages.<name>`` as DVC runs it, a subprocess in the workspace (wall time):
-    stats, search, bounds, probe, report. ``--code DIR``: the stages of another checkout (e.g.
-    the code before a change; (b) always runs this checkout's).
+    stats, search, bounds, probe, report. On Linux that process hands the stage to the warm
+    interpreter (pipeline/runtime/warm.py) that the workspace's first stage started, as under
+    ``make run``; ``CBENCH_WARM=off`` in this bench's environment times them cold. ``--code
+    DIR``: the stages of another checkout (e.g. the code before a change; (b) always runs this
+    checkout's).
 (b) in-process: the computations each stage runs, called in a loop in this process, one thread
     (as each Dask worker), no Dask, no subprocess: stats: ``cell_tasks.stats_cell`` per
     embeddings file and ``stats_tables``; search: ``search_one`` per cell and
@@ -47,6 +50,7 @@ search, bounds and report stages together cost at most 1.5x (b).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -109,19 +113,31 @@ def stage_env(code: Path, workspace: Path) -> dict[str, str]:
 class PeakMemory:
     """Peak resident memory of a process and all its descendants (Dask and Ray workers, Ray's
     daemons), sampled every ``interval`` seconds in a thread: the sum of their RSS, so pages
-    they share (the torch library, mapped files) count once per process, an upper bound."""
+    they share (the torch library, mapped files) count once per process, an upper bound.
+    ``pid_file``: where a stage handed to the warm server (pipeline/runtime/warm.py) writes its
+    pid; that process and its descendants count too (they are the server's children, not the
+    starting process's)."""
 
-    def __init__(self, pid: int, interval: float = 0.1):
+    def __init__(self, pid: int, interval: float = 0.1, pid_file: Path | None = None):
         self.process, self.interval, self.peak = psutil.Process(pid), interval, 0
+        self.pid_file = pid_file
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
+    def _roots(self) -> list[psutil.Process]:
+        roots = [self.process]
+        if self.pid_file is not None and self.pid_file.exists():
+            for pid in self.pid_file.read_text().split():
+                with contextlib.suppress(psutil.Error, ValueError):
+                    roots.append(psutil.Process(int(pid)))
+        return roots
+
     def _rss(self) -> int:
         total = 0
-        try:
-            family = [self.process, *self.process.children(recursive=True)]
-        except psutil.Error:
-            return 0
+        family = []
+        for root in self._roots():
+            with contextlib.suppress(psutil.Error):
+                family += [root, *root.children(recursive=True)]
         for p in family:
             try:
                 total += p.memory_info().rss
@@ -149,11 +165,14 @@ def run_stage(name: str, code: Path, workspace: Path, log: Path) -> tuple[float,
     args = [sys.executable, "-m", f"stages.{name}"]
     if name == "resolve":
         args += ["--params", str(ROOT / "params.yaml"), "--profile", "profile.yaml"]
+    pids = log.with_name(f"{log.name}.pids")
+    pids.unlink(missing_ok=True)
+    env = dict(stage_env(code, workspace), CBENCH_WARM_PID_FILE=str(pids))
     start = time.perf_counter()
     with open(log, "ab") as out:
-        child = subprocess.Popen(args, cwd=workspace, env=stage_env(code, workspace),
-                                 stdout=out, stderr=subprocess.STDOUT)
-        with PeakMemory(child.pid) as memory:
+        child = subprocess.Popen(args, cwd=workspace, env=env, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        with PeakMemory(child.pid, pid_file=pids) as memory:
             returncode = child.wait()
     seconds = time.perf_counter() - start
     if returncode not in (0, 3 if name == "report" else 0):  # 3: some cells failed
