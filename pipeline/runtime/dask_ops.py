@@ -142,11 +142,11 @@ def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storag
     cells on the stage's scheduler; the dataset is read once and shared by every batch."""
     if not cells:
         return []
-    dataset = delayed(storage.read_dataset)(str(dataset_path), dask_key_name="dataset")
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
-    tasks = [delayed(_each)(fn, run, dataset, cfg, dask_key_name=f"{desc}-{i}")
-             for i, run in enumerate(runs)]
     with scheduler(compute_cfg, n_workers) as run_all:
+        dataset = run_all.share("dataset", storage.read_dataset, str(dataset_path))
+        tasks = [delayed(_each)(fn, run, dataset, cfg, dask_key_name=f"{desc}-{i}")
+                 for i, run in enumerate(runs)]
         return [got for part in run_all(tasks, desc, [len(r) for r in runs]) for got in part]
 
 

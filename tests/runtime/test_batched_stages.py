@@ -114,3 +114,38 @@ def test_a_failing_cell_gets_its_row_and_the_batch_goes_on(tiny_params, tmp_path
     assert list(table.cell_id) == [c.cell_id for c in cells]
     assert list(table.bound_status[[0, 2]]) == ["skipped: supervised cell"] * 2
     assert table.bound_status[1].startswith("failed: ") and len(table.bound_status[1]) > 10
+
+
+def _dataset_address(cell, dataset, folder, cfg):
+    """A per-cell function: where the dataset this cell's batch got lives, and its process."""
+    import os
+
+    return os.getpid(), dataset.x_train.ctypes.data
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_a_stage_reads_its_dataset_once_for_every_batch(tmp_path, tiny_params, monkeypatch,
+                                                        n_workers):
+    """per_cell reads the dataset once through Run.share (not once per batch, nor shipped to
+    each): every batch, forked workers included, holds the one array read here."""
+    from pipeline.runtime import dask_ops
+
+    params = from_mapping(tiny_params)
+    cells = expand(params)[:12]
+    data = load_dataset("laplace", 60, 20, 0, {"input_dim": 16})
+    path = tmp_path / "data.parquet"
+    storage.write_dataset(data, path)
+    reads: list[int] = []
+    read = storage.read_dataset
+
+    def counted(where):
+        got = read(where)
+        reads.append(got.x_train.ctypes.data)
+        return got
+
+    monkeypatch.setattr(storage, "read_dataset", counted)
+    got = dask_ops.per_cell(_dataset_address, cells, path, {c.cell_id: str(tmp_path)
+                                                             for c in cells},
+                            None, params.compute, n_workers, "test")
+    assert len(reads) == 1 and len(got) == len(cells)
+    assert {address for _, address in got} == {reads[0]}
