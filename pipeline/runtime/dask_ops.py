@@ -26,7 +26,7 @@ from pipeline.grid import GRID_AXES, Cell
 from pipeline.runtime import layout, storage
 from pipeline.runtime.cell_tasks import StatsResult, bounds_one, search_one, stats_cell
 from pipeline.runtime.context import cell_folders, trained_rows
-from pipeline.runtime.scheduler import Shared, batches, scheduler, shared
+from pipeline.runtime.scheduler import Opaque, Shared, batches, scheduler, shared
 from pipeline.runtime.tables import bounds_table, search_tables, stats_tables
 from pipeline.stats.uncertainty import check_level
 
@@ -127,12 +127,13 @@ def compute_layer_stats(grid: pd.DataFrame, params: Params) -> LayerStats:
     return LayerStats(table, pd.concat(details, ignore_index=True), counts)
 
 
-def _each(fn: Callable[..., Any], items: Sequence[tuple[Cell, str]], dataset: Dataset | Shared,
+def _each(fn: Callable[..., Any], items: Opaque, dataset: Dataset | Shared,
           cfg: Any) -> list[Any]:
-    """``fn(cell, dataset, folder, cfg)`` for each (cell, folder) of a batch; ``dataset``: the
-    value, or where the run's :meth:`~pipeline.runtime.scheduler.Run.share` holds it."""
+    """``fn(cell, dataset, folder, cfg)`` for each (cell, folder) of a batch (``items.value``);
+    ``dataset``: the value, or where the run's :meth:`~pipeline.runtime.scheduler.Run.share`
+    holds it."""
     data = shared(dataset)
-    return [fn(cell, data, folder, cfg) for cell, folder in items]
+    return [fn(cell, data, folder, cfg) for cell, folder in items.value]
 
 
 def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storage.Location,
@@ -145,7 +146,7 @@ def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storag
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
     with scheduler(compute_cfg, n_workers) as run_all:
         dataset = run_all.share("dataset", storage.read_dataset, str(dataset_path))
-        tasks = [delayed(_each)(fn, run, dataset, cfg, dask_key_name=f"{desc}-{i}")
+        tasks = [delayed(_each)(fn, Opaque(run), dataset, cfg, dask_key_name=f"{desc}-{i}")
                  for i, run in enumerate(runs)]
         return [got for part in run_all(tasks, desc, [len(r) for r in runs]) for got in part]
 

@@ -39,7 +39,7 @@ from pipeline.probe.frozen import (
     fewshot_scores,
 )
 from pipeline.runtime import storage
-from pipeline.runtime.scheduler import Shared, batches, scheduler, shared
+from pipeline.runtime.scheduler import Opaque, Shared, batches, scheduler, shared
 from pipeline.runtime.storage import read_dataset
 from pipeline.seeding import numpy_generator
 from pipeline.stats import seed_ci
@@ -136,12 +136,13 @@ def probe_inputs(dataset: Dataset, settings: ProbeSettings, seed: int) -> list[d
     return _rows("", "raw", {"input": scores})
 
 
-def _probe_batch(cells: Sequence[tuple[Cell, str]], dataset: Dataset | Shared,
+def _probe_batch(cells: Opaque, dataset: Dataset | Shared,
                  settings: ProbeSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every (cell, folder) of ``cells.value``'s rows and few-shot rows."""
     data = shared(dataset)
     rows: list[dict[str, Any]] = []
     fewshot: list[dict[str, Any]] = []
-    for cell, folder in cells:
+    for cell, folder in cells.value:
         r, f = probe_cell(cell, data, folder, settings)
         rows += r
         fewshot += f
@@ -187,7 +188,7 @@ def compute_probe(cells: Sequence[Cell], dataset_path: storage.Location,
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
     with scheduler(compute_cfg, n_workers) as run_all:
         dataset = run_all.share("dataset", read_dataset, str(dataset_path))
-        tasks = [delayed(_probe_batch)(run, dataset, settings, dask_key_name=f"probe-{i}")
+        tasks = [delayed(_probe_batch)(Opaque(run), dataset, settings, dask_key_name=f"probe-{i}")
                  for i, run in enumerate(runs)]
         tasks.append(delayed(_inputs_task)(dataset, settings, seed,
                                            dask_key_name="probe-inputs"))

@@ -69,6 +69,18 @@ class Shared:
 _SHARED: dict[str, Any] = {}
 
 
+class Opaque:
+    """A task's argument that Dask passes on as it is (``value``). Dask looks for its
+    collections inside every list, tuple, dict and dataclass of a task's arguments: for a batch
+    of cells, each a dataclass of dataclasses, that walk took 0.3 s per 1000 cells of a stage's
+    graph. For values that hold no Dask collection."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
 def shared(value: Any) -> Any:
     """The value a task was given through :meth:`Run.share`: a :class:`Shared` looked up in this
     process, anything else (a value the scheduler computed and shipped) as it is."""
