@@ -9,7 +9,7 @@ checksums: seconds per stage before it finds that nothing changed. A memo keeps,
 - ``key``: a SHA-256 over what the run read: the named input files' bytes, the project's code
   (every ``.py`` file of ``pipeline/`` and ``stages/``), the versions of the libraries that
   compute, the Python, the host, and the ``CBENCH_*``, ``MLFLOW_*``, ``RAY_*`` and ``DVC_ROOT``
-  environment;
+  environment (less ``CBENCH_WARM*``: a stage run warm or cold is the same stage);
 - ``files``: the SHA-256 of the files the run wrote or read in the workspace (its outputs, the
   prepared dataset: DVC moves its outputs into its cache and links them back after the stage,
   which changes their times, not their bytes);
@@ -45,6 +45,8 @@ MEMO_DIR = Path(".cbench") / "memo"
 LIBRARIES = ("torch", "torchvision", "numpy", "scipy", "pandas", "pyarrow", "pydantic", "ray",
              "mlflow", "scikit-learn", "PyYAML")
 ENV_PREFIXES = ("CBENCH_", "MLFLOW_", "RAY_")
+# how a stage's process starts (runtime/warm.py: warm or cold), not what it computes
+ENV_IGNORED = ("CBENCH_WARM",)
 
 
 def memo_path(stage: str) -> Path:
@@ -84,7 +86,7 @@ def key(stage: str, inputs: Iterable[Path | str] = (), extra: Mapping[str, Any] 
         path = Path(raw)
         part(f"input:{path}", path.read_bytes() if path.is_file() else b"\0missing")
     env = {k: v for k, v in (os.environ if environ is None else environ).items()
-           if k.startswith(ENV_PREFIXES) or k == "DVC_ROOT"}
+           if (k.startswith(ENV_PREFIXES) or k == "DVC_ROOT") and not k.startswith(ENV_IGNORED)}
     context = {"env": env, "python": sys.version, "host": platform.node(),
                "machine": platform.machine(), "libraries": {n: _version(n) for n in LIBRARIES},
                "cwd": str(Path.cwd().resolve()), "extra": dict(extra or {})}

@@ -37,6 +37,10 @@ def test_the_key_follows_inputs_environment_and_extra(here, monkeypatch):
     monkeypatch.delenv("CBENCH_STORE")
     monkeypatch.setenv("UNRELATED_VARIABLE", "1")  # only the stages' own variables count
     assert memo.key("s", ["a.yaml"], {"profile": None}) == second
+    for name, value in (("CBENCH_WARM", "on"), ("CBENCH_WARM", "off"),
+                        ("CBENCH_WARM_IDLE_SECONDS", "5"), ("CBENCH_WARM_PID_FILE", "/tmp/p")):
+        monkeypatch.setenv(name, value)  # warm or cold: the same stage
+        assert memo.key("s", ["a.yaml"], {"profile": None}) == second, name
     started = dict(os.environ)
     monkeypatch.setenv("RAY_SET_BY_RAY_INIT", "1")  # the environment as the stage started
     assert memo.key("s", ["a.yaml"], {"profile": None}, started) == second
