@@ -47,11 +47,13 @@ WARM_ENV = "CBENCH_WARM"  # "on" (the default) or "off"
 IDLE_ENV = "CBENCH_WARM_IDLE_SECONDS"
 PID_FILE_ENV = "CBENCH_WARM_PID_FILE"
 IDLE_SECONDS = 300.0
-# What the stages import that costs: about 4 s once, in the server, instead of 2.5-3 s a stage.
+# What the stages import that costs: about 5 s once, in the server, instead of 2.5-3 s a stage.
+# torch._dynamo: a torch optimizer's first construction imports it (1.1-1.5 s).
 PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "pyarrow.dataset", "scipy.stats",
-           "scipy.special", "torch", "dask", "dask.delayed", "dask.local", "dask.multiprocessing",
-           "distributed", "matplotlib", "matplotlib.pyplot", "mlflow", "pydantic", "yaml",
-           "jinja2", "tqdm", "cloudpickle", "psutil", "threadpoolctl", "safetensors.torch")
+           "scipy.special", "torch", "torch._dynamo", "dask", "dask.delayed", "dask.local",
+           "dask.multiprocessing", "distributed", "matplotlib", "matplotlib.pyplot", "mlflow",
+           "mlflow.store.tracking.sqlalchemy_store", "pydantic", "yaml", "jinja2", "tabulate",
+           "tqdm", "cloudpickle", "psutil", "threadpoolctl", "safetensors.torch")
 # Set per process by a shell, make or DVC (DVC_STAGE: the stage's name), or read only by the
 # starting process: no import reads them, so one server serves any values of them (a stage still
 # gets its own caller's).
