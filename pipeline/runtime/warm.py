@@ -242,9 +242,8 @@ def preload() -> list[str]:
             importlib.import_module(name)
         except Exception:  # an optional library absent or broken here: the stage will say
             missing.append(name)
-    try:
-        import pydantic
-
+    try:  # only in the server, by name as the rest: this module imports the stdlib alone
+        pydantic = importlib.import_module("pydantic")
         pydantic.create_model("WarmUp", x=(int, 0), y=(list[float], []))(x=1, y=[2.0])
     except Exception:
         missing.append("pydantic")
