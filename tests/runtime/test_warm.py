@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="L
 
 ECHO = """
 import atexit, json, os, sys, threading, time
+import pipeline.runtime
 def later():
     time.sleep(0.3)
     print("thread done", flush=True)
@@ -34,6 +35,7 @@ threading.Thread(target=later).start()
 atexit.register(lambda: print("atexit ran", flush=True))
 print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "pid": os.getpid(),
                   "ppid": os.getppid(), "name": __name__,
+                  "child": pipeline.runtime.warm._CHILD,
                   "pid_file": os.environ.get("CBENCH_WARM_PID_FILE"), "value": VALUE}))
 """
 
@@ -132,6 +134,7 @@ def test_a_warm_stage_sees_its_call_and_ends_as_a_cold_one(stages: Stages) -> No
     assert got["argv"] == [str(stages.folder / "stages" / "echo.py"), "a", "b c"]
     assert got["cwd"] == str(stages.folder)
     assert got["name"] == "__main__"
+    assert got["child"] is True  # the package imported afresh holds the module that ran it
     assert got["pid_file"] == str(stages.folder / f"pids-{stages.n}")  # this call's environment
     # a non-daemon thread is joined, then the atexit functions run, before the status comes back
     lines = done.stdout.splitlines()
@@ -141,7 +144,7 @@ def test_a_warm_stage_sees_its_call_and_ends_as_a_cold_one(stages: Stages) -> No
     assert echo_of(again)["ppid"] == got["ppid"]  # one server, a child per stage
 
     cold, cold_pid = stages.run("stages.echo", "a", "b c", env=dict(stages.env, CBENCH_WARM="off"))
-    assert cold_pid is None
+    assert cold_pid is None and echo_of(cold)["child"] is False
     assert echo_of(cold)["argv"] == got["argv"] and cold.stdout.splitlines()[-2:] == lines[-2:]
 
 
