@@ -402,7 +402,8 @@ def run(request: Request) -> None:
             del sys.modules[name]
     importlib.invalidate_caches()
     # this module stays (it holds _CHILD); the packages above it, imported afresh, hold it again
-    importlib.import_module(__name__.rpartition(".")[0]).warm = sys.modules[__name__]
+    package, _, name = __name__.rpartition(".")
+    setattr(importlib.import_module(package), name, sys.modules[__name__])
     sys.argv = ["-m", *request.args]
     try:
         runpy.run_module(request.module, run_name="__main__", alter_sys=True)
