@@ -140,7 +140,10 @@ def _bookkeeping(cells: int, folder: Path) -> tuple[float, float]:
     template = run_cell(expand(params)[0], dataset, folder / "template", {}, 1, [0])
     assert template.status == "ok", template.reason
 
-    def at_once(cells, dataset, folders, metas, compute, threads, snaps, on_done, plugins):
+    def at_once(cells, dataset, folders, metas, compute, threads, snaps, on_done, plugins,
+                ready=None):
+        if ready is not None:
+            ready()
         out = []
         for cell in cells:
             record = {**template.record, "cell_id": cell.training_id, **metas[cell.cell_id]}

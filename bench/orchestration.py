@@ -216,9 +216,9 @@ def calibrate(params_at, dataset, root: Path, meta: dict[str, str], seconds: flo
 def _warm(seconds: float) -> int:
     """What a fresh worker pays once: importing the cell code, and torch._dynamo (imported by the
     first ``torch.optim`` optimizer a process builds, ~2 s here)."""
-    import pipeline.runtime.cells  # noqa: F401
+    from pipeline.runtime.cells import prepare_worker
 
-    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+    prepare_worker()
     time.sleep(seconds)  # hold the worker so that each warm-up task gets its own
     return os.getpid()
 

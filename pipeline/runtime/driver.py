@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,16 +90,20 @@ def train_grid(params: Params) -> TrainedGrid:
     todo = first_per_training(
         e for e in entries if e.action == "train" or (e.action == "stale" and policy != "keep"))
     print(_plan_line(entries, todo, count, policy))
-    tracker = Tracker(tracking_uri(params), params.tracking.experiment)
     sha = git_sha()
-    parent = Invocation(tracker, "train", {"git_sha": sha, "n_cells": str(len(entries))})
+    # MLflow's store opens (about 1 s on a new SQLite file) in a thread while this one claims
+    # the cells and starts Ray; the cells wait for it (run_cells' ``ready``), so that a store
+    # that cannot be opened stops the stage before any cell starts
+    opener = ThreadPoolExecutor(1, thread_name_prefix="train-tracking")
+    tracking = opener.submit(_open_tracking, params, sha, len(entries)).result
+    opener.shutdown(wait=False)  # its thread ends with this one task
     meta = {"git_sha": sha, "dataset_hash": dataset.content_hash(), "code_version": __version__}
-    runs = tracker.cell_run_refs()
 
     def on_done(finished: Sequence[tuple[Entry, CellOutcome]]) -> None:
         """A batch of finished cells into MLflow (one transaction on a local store)."""
         logged = [(o.record, o.history) for _, o in finished if o.record]
         if logged:
+            tracker, parent, runs = tracking()
             record_cells(tracker, parent.run_id, logged, runs)
         for _, outcome in finished:
             if outcome.status != "ok":
@@ -116,12 +121,13 @@ def train_grid(params: Params) -> TrainedGrid:
         folders = {c: str(e.folder) for c, e in by_id.items()}
         return run_cells([e.cell for e in batch], dataset, folders, metas, params.compute,
                          params.train.threads, snaps, lambda o: done(by_id[o.cell_id], o),
-                         params.plugins)
+                         params.plugins, ready=tracking)
 
     with Claims(store_root(params.compute.storage)) as claims:
         trained, reused = train(todo, claims, run, on_done, lambda e: inspect(e.folder, snaps))
         by_cell = {**reused, **trained}  # keyed by the cell that ran each training
         outcomes = {e.key: by_cell[e.cell.cell_id] for e in todo if e.cell.cell_id in by_cell}
+        tracker, parent, runs = tracking()
         synced = sync_runs(tracker, parent, entries, outcomes, runs, claims)
     if synced:
         print(f"train: logged {synced} done cells that had no finished MLflow run")
@@ -132,6 +138,15 @@ def train_grid(params: Params) -> TrainedGrid:
                                             ("cells_trained", len(trained), 0)])
         tracker.end(parent.run_id)  # the invocation succeeded, whatever some cells did
     return got
+
+
+def _open_tracking(params: Params, sha: str, n_cells: int
+                   ) -> tuple[Tracker, Invocation, Mapping[str, RunRef]]:
+    """The tracker, this invocation's parent run (created with the first cell it logs) and the
+    cell runs the store holds."""
+    tracker = Tracker(tracking_uri(params), params.tracking.experiment)
+    parent = Invocation(tracker, "train", {"git_sha": sha, "n_cells": str(n_cells)})
+    return tracker, parent, tracker.cell_run_refs()
 
 
 def _plan_line(entries: Sequence[Entry], todo: Sequence[Entry], count: Mapping[str, int],

@@ -37,7 +37,12 @@ from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
 from pipeline.runtime.addresses import LOOPBACK, ray_address  # noqa: E402  (re-exported)
-from pipeline.runtime.cells import CellOutcome, run_cell, torch_threads  # noqa: E402
+from pipeline.runtime.cells import (  # noqa: E402
+    CellOutcome,
+    prepare_worker,
+    run_cell,
+    torch_threads,
+)
 from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
 from pipeline.runtime.progress import Tally, stage_desc, suite_task  # noqa: E402
 
@@ -127,20 +132,26 @@ def check_gpus_exist(compute: ComputeConfig) -> None:
 def _task(cell: Cell, dataset: Dataset, folder: str, meta: Mapping[str, Any], threads: int,
           snapshot_epochs: Sequence[int], plugins: Sequence[str]) -> CellOutcome:
     load_plugins(plugins)  # a worker process registers the user's losses before training
+    prepare_worker()  # a fresh worker's one-off imports, outside the cell's timed run
     return run_cell(cell, dataset, folder, meta, threads, snapshot_epochs)
 
 
 def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str | Path],
               metas: Mapping[str, Mapping[str, Any]], compute: ComputeConfig, threads: int,
               snapshot_epochs: Sequence[int], on_done: Callable[[CellOutcome], None],
-              plugins: Sequence[str] = ()) -> list[CellOutcome]:
+              plugins: Sequence[str] = (), ready: Callable[[], object] | None = None
+              ) -> list[CellOutcome]:
     """Run every cell as a Ray task writing to its folder; ``on_done`` is called in the driver as
-    each one finishes. ``metas``: each cell's record fields (git commit, version, fingerprint)."""
+    each one finishes. ``metas``: each cell's record fields (git commit, version, fingerprint).
+    ``ready``: called once Ray is up, before any cell is submitted (the driver waits there for
+    its MLflow store, which opened while Ray started)."""
     if not cells:
         return []
     check_resources(compute)
     init_ray(compute)
     check_gpus_exist(compute)
+    if ready is not None:
+        ready()
     remote = ray.remote(num_cpus=compute.num_cpus, num_gpus=compute.num_gpus,
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
@@ -155,11 +166,11 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
     with tqdm(total=len(pending), desc=stage_desc("cells"), unit="cell") as bar:
         bar.set_postfix_str(tally.postfix())
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            got, pending = ray.wait(pending, num_returns=1)
             try:
-                outcome = ray.get(ready[0])
+                outcome = ray.get(got[0])
             except ray.exceptions.RayError as err:  # worker lost beyond max_retries, etc.
-                cell = by_ref[ready[0]]
+                cell = by_ref[got[0]]
                 outcome = CellOutcome(cell.cell_id, "failed", f"{type(err).__name__}: {err}"[:2000],
                                       failure_class=ENVIRONMENT)  # no record: retried next run
             on_done(outcome)

@@ -19,7 +19,10 @@ from tests.conftest import mlflow_runs
 pytestmark = pytest.mark.slow  # trains two tiny cells, four drivers' worth of MLflow
 
 
-def _in_process(cells, dataset, folders, metas, compute, threads, snaps, on_done, plugins):
+def _in_process(cells, dataset, folders, metas, compute, threads, snaps, on_done, plugins,
+                ready=None):
+    if ready is not None:
+        ready()
     out = []
     for cell in cells:
         outcome = run_cell(cell, dataset, folders[cell.cell_id], metas[cell.cell_id], threads,
@@ -120,3 +123,18 @@ def test_stale_cells_with_on_code_change_fail_stop_the_stage(tmp_path, monkeypat
     assert "train: 2 cells were trained by other code or data (changed: pipeline.train); " \
            "train.on_code_change = fail" in err
     assert not GRID.exists()
+
+
+def test_a_tracking_store_that_cannot_open_stops_the_stage_before_any_cell(tmp_path, monkeypatch,
+                                                                           tiny_params):
+    # the store opens in a thread while Ray starts; the cells wait for it (run_cells' ready)
+    _workspace(tmp_path, monkeypatch, tiny_params)
+    params = resolved_params()
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("tracking server at http://127.0.0.1:9 refused the connection")
+
+    monkeypatch.setattr(driver, "_open_tracking", unreachable)
+    with pytest.raises(ConnectionError, match="refused"):
+        driver.train_grid(params)
+    assert not list((tmp_path / "store").rglob("cell.json"))  # no cell trained
