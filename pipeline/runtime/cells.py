@@ -8,6 +8,7 @@ of the grid goes on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import platform
 import time
@@ -147,18 +148,14 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
         return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs)
 
 
-_prepared = {"done": False}
-
-
+@functools.cache
 def prepare_worker() -> None:
     """Pay here, once per process, what the first cell a fresh worker trains would otherwise pay
     inside its timed run: the first ``torch.optim`` optimizer a process builds imports
     ``torch._dynamo`` (about 1.5 s of CPU on this project's 2-core machine). It belongs to the
     worker's start, like importing this module, not to that cell's ``wall_seconds``, which the
-    cost tables read. Idempotent."""
-    if not _prepared["done"]:
-        torch.optim.Adam([torch.zeros(1, requires_grad=True)])
-        _prepared["done"] = True
+    cost tables read. Once per process (cached)."""
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 
 
 @contextlib.contextmanager
