@@ -10,7 +10,8 @@ with ``train.epochs`` calibrated so that one cell takes about ``--seconds`` of C
     (multiprocessing, spawned and warmed up before timing), cells handed out one at a time —
     the parallelism of (b) without Ray, MLflow or the stage: what the hardware gives two cells
     running at once (shared caches and memory bandwidth), the ceiling for (b).
-(b) pipeline: ``stages.train.main()`` itself, run in a throw-away project folder: one Ray task per
+(b) pipeline: ``stages.train.main()`` itself (``CBENCH_TRAIN_WORKERS=ray``: the stage's Ray path,
+    not its forked local workers), run in a throw-away project folder: one Ray task per
     cell on a local Ray instance (127.0.0.1, one CPU per cell), each finished cell logged to MLflow
     (a fresh experiment in a SQLite store) by the driver, ``data/grid.json`` written at the end.
 Fixed start-up costs are timed on their own and kept out of (b), as they are paid once per Ray
@@ -246,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     cores, n = os.cpu_count() or 1, args.cells
     load = os.getloadavg()[0]
     executor._task = _task_with_cpu  # run_cells submits executor._task; same call, plus CPU time
+    # (b) is the Ray path: a local CPU grid would otherwise train on workers forked from the stage
+    os.environ["CBENCH_TRAIN_WORKERS"] = "ray"
 
     with tempfile.TemporaryDirectory(prefix="cbench-orch-") as tmp:
         # Everything, Ray's workers included (they inherit the raylet's working directory), writes

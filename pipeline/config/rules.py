@@ -232,6 +232,19 @@ def dask_cluster_problem(env: Mapping[str, str] = os.environ) -> str | None:
     return f"${DASK_CLUSTER_ENV} = {mode!r}: allowed: {', '.join(DASK_CLUSTER_MODES)}"
 
 
+TRAIN_WORKERS_ENV = "CBENCH_TRAIN_WORKERS"  # where the train stage runs a local CPU grid's cells
+TRAIN_WORKERS_MODES = ("auto", "ray")  # auto: processes forked from the stage where they serve
+
+
+def train_workers_problem(env: Mapping[str, str] = os.environ) -> str | None:
+    """What is wrong with ``$CBENCH_TRAIN_WORKERS`` (unset means ``auto``), or None; checked by
+    ``resolve`` before any work and by :func:`pipeline.runtime.cell_workers.forked`."""
+    mode = env.get(TRAIN_WORKERS_ENV, "auto")
+    if mode in TRAIN_WORKERS_MODES:
+        return None
+    return f"${TRAIN_WORKERS_ENV} = {mode!r}: allowed: {', '.join(TRAIN_WORKERS_MODES)}"
+
+
 def compute(p: Params) -> Iterator[str]:
     """Where cells go, what each task asks of a node, and where runs are tracked."""
     c = p.compute
@@ -248,8 +261,9 @@ def compute(p: Params) -> Iterator[str]:
     if c.num_gpus > 1 and not float(c.num_gpus).is_integer():
         yield (f"compute.num_gpus = {c.num_gpus}: above 1 it must be a whole number (a fraction "
                "packs several cells onto one GPU; no task spans part of a second GPU)")
-    if (problem := dask_cluster_problem()) is not None:
-        yield problem
+    for problem in (dask_cluster_problem(), train_workers_problem()):
+        if problem is not None:
+            yield problem
     uri = p.tracking.uri
     scheme = uri.split(":", 1)[0] if ":" in uri else ""
     if any(ch.isspace() for ch in uri):

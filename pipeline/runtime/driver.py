@@ -1,8 +1,9 @@
-"""What one train driver does: the grid against the cell store, trained on Ray, logged to MLflow.
+"""What one train driver does: the grid against the cell store, trained, logged to MLflow.
 
 :func:`train_grid` measures the ``auto`` settings, plans every cell against the store
-(:func:`pipeline.runtime.grid_run.plan`), claims and trains what is to train as Ray tasks
-(:func:`pipeline.runtime.grid_run.train`, :func:`pipeline.runtime.executor.run_cells`), logs the
+(:func:`pipeline.runtime.grid_run.plan`), claims and trains what is to train
+(:func:`pipeline.runtime.grid_run.train`) on worker processes forked from the stage or as Ray
+tasks (:func:`pipeline.runtime.cell_workers.run_cells` says which), logs the
 finished cells to their single MLflow runs in batches (``grid_run.LOG_BATCH`` cells or
 ``LOG_SECONDS``; one transaction a batch on a local SQLite store:
 :func:`pipeline.runtime.tracking.record_cells`), and then logs the reused cells whose run is missing
@@ -25,10 +26,11 @@ from pipeline import __version__
 from pipeline.config import Params, expand
 from pipeline.fingerprint import code_fingerprint
 from pipeline.runtime import layout, storage
+from pipeline.runtime.cell_workers import run_cells
 from pipeline.runtime.cells import CellOutcome
 from pipeline.runtime.claims import Claims
 from pipeline.runtime.context import cells_root, dataset_path, git_sha, tracking_uri
-from pipeline.runtime.executor import resolve_auto_modes, run_cells
+from pipeline.runtime.executor import resolve_auto_modes
 from pipeline.runtime.grid_run import (
     Entry,
     first_per_training,
@@ -92,8 +94,8 @@ def train_grid(params: Params) -> TrainedGrid:
     print(_plan_line(entries, todo, count, policy))
     sha = git_sha()
     # MLflow's store opens (about 1 s on a new SQLite file) in a thread while this one claims
-    # the cells and starts Ray; the cells wait for it (run_cells' ``ready``), so that a store
-    # that cannot be opened stops the stage before any cell starts
+    # the cells (and starts Ray, where they run on it); the cells wait for it (run_cells'
+    # ``ready``), so that a store that cannot be opened stops the stage before any cell starts
     opener = ThreadPoolExecutor(1, thread_name_prefix="train-tracking")
     tracking = opener.submit(_open_tracking, params, sha, len(entries)).result
     opener.shutdown(wait=False)  # its thread ends with this one task

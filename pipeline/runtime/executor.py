@@ -1,5 +1,9 @@
 """Ray: one task per cell, submitted at once, collected as they finish (with a progress bar).
 
+The train stage runs its cells here when they need Ray (a cluster, GPUs, several torch threads
+a cell, or ``$CBENCH_TRAIN_WORKERS=ray``); a local CPU grid runs on processes forked from the
+stage instead (:mod:`pipeline.runtime.cell_workers`).
+
 Shared inputs (the dataset) go to the object store once. Application errors are never retried
 (``run_cell`` records them); ``max_retries`` only covers lost workers and nodes.
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,12 +35,12 @@ if not os.environ.get("RAY_ADDRESS"):
     os.environ.setdefault(SINGLE_MACHINE_ENV, "0")  # read by `import ray`, just below
 
 import ray  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
 from pipeline.runtime.addresses import LOOPBACK, ray_address  # noqa: E402  (re-exported)
+from pipeline.runtime.cell_workers import follow  # noqa: E402
 from pipeline.runtime.cells import (  # noqa: E402
     CellOutcome,
     prepare_worker,
@@ -44,7 +48,6 @@ from pipeline.runtime.cells import (  # noqa: E402
     torch_threads,
 )
 from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
-from pipeline.runtime.progress import Tally, stage_desc, suite_task  # noqa: E402
 
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
 
@@ -159,26 +162,21 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
     by_ref = {remote.remote(c, data_ref, str(folders[c.cell_id]), metas[c.cell_id], threads,
                             list(snapshot_epochs), plugin_paths): c
               for c in cells}
-    pending = list(by_ref)
-    outcomes = []
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
-    tally = Tally(len(pending), max(1, int(cpus // max(compute.num_cpus, 1e-9))), suite_task())
-    with tqdm(total=len(pending), desc=stage_desc("cells"), unit="cell") as bar:
-        bar.set_postfix_str(tally.postfix())
+
+    def finished() -> Iterator[CellOutcome]:
+        pending = list(by_ref)
         while pending:
             got, pending = ray.wait(pending, num_returns=1)
             try:
-                outcome = ray.get(got[0])
+                yield ray.get(got[0])
             except ray.exceptions.RayError as err:  # worker lost beyond max_retries, etc.
-                cell = by_ref[got[0]]
-                outcome = CellOutcome(cell.cell_id, "failed", f"{type(err).__name__}: {err}"[:2000],
-                                      failure_class=ENVIRONMENT)  # no record: retried next run
-            on_done(outcome)
-            outcomes.append(outcome)
-            tally.finished(outcome.status, outcome.wall_seconds)
-            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status} · {tally.postfix()}")
-            bar.update(1)
-    return outcomes
+                yield CellOutcome(by_ref[got[0]].cell_id, "failed",
+                                  f"{type(err).__name__}: {err}"[:2000],
+                                  failure_class=ENVIRONMENT)  # no record: retried next run
+
+    return follow(finished(), len(by_ref), max(1, int(cpus // max(compute.num_cpus, 1e-9))),
+                  on_done)
 
 
 def _measure(cell: Cell, input_shape: tuple[int, ...], threads: int,

@@ -1,0 +1,258 @@
+"""Where the train stage's cells run: processes forked from the stage, or Ray tasks.
+
+:func:`run_cells` runs a local CPU grid on worker processes *forked* from the train stage
+(:func:`forked`), and everything else on Ray (:func:`pipeline.runtime.executor.run_cells`): a
+cluster, cells that ask for GPUs (Ray packs them), cells on several torch threads, and any grid
+when ``$CBENCH_TRAIN_WORKERS`` is ``ray``. A forked worker starts in a fraction of a second with
+the stage's imports (torch, and under the warm interpreter ``torch._dynamo`` too), where a local
+Ray instance took 7-8 s on this project's 2-core machine to start, start a worker per core, let
+each import torch, and shut down: more than a hundred tiny cells' own training.
+
+The forked workers keep Ray's contract for a local run:
+
+- one cell per worker at a time, ``floor(cores / compute.num_cpus)`` workers; each cell's
+  :func:`pipeline.runtime.cells.run_cell` writes its files and never raises for a failing cell;
+- a worker that dies under a cell (killed, out of memory) loses only that cell, which is retried
+  on a fresh worker up to ``compute.max_retries`` times and then returned failed, class
+  ``environment``, with no record (the next run trains it again), as Ray does with a lost worker;
+- the workers see no GPU (``CUDA_VISIBLE_DEVICES`` empty), as Ray hides them from a task that
+  asks for none, and die with the stage (``PR_SET_PDEATHSIG``), as Ray's raylet takes its workers
+  down with their driver;
+- ``on_done`` is called here, in the stage, as each cell finishes, behind the same progress bar.
+
+Why only one torch thread: GNU OpenMP's thread pool does not survive a fork, and a child that
+starts a parallel region after its parent used one hangs (seen here with torch 2.14); a cell on
+one thread never starts one. ``train.threads`` above 1 runs on Ray.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from pipeline.config import Cell, ComputeConfig
+from pipeline.config.rules import TRAIN_WORKERS_ENV, local_cores, train_workers_problem
+from pipeline.datasets import Dataset
+from pipeline.plugins import load_plugins
+from pipeline.runtime.addresses import ray_address
+from pipeline.runtime.cells import CellOutcome, prepare_worker, run_cell
+from pipeline.runtime.failures import ENVIRONMENT
+from pipeline.runtime.progress import Tally, stage_desc, suite_task
+
+FORK = sys.platform.startswith("linux")  # fork is the safe default only on Linux
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread exits
+
+
+def forked(compute: ComputeConfig, threads: int) -> bool:
+    """Whether :func:`run_cells` forks local workers (see the module docstring): on Linux, for
+    a local run (no Ray address), cells that ask for no GPU and run torch on one thread, unless
+    ``$CBENCH_TRAIN_WORKERS`` is ``ray``."""
+    if (problem := train_workers_problem()) is not None:
+        raise ValueError(problem)
+    return (FORK and os.environ.get(TRAIN_WORKERS_ENV, "auto") == "auto"
+            and ray_address(compute) is None and compute.num_gpus == 0 and threads == 1)
+
+
+def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str | Path],
+              metas: Mapping[str, Mapping[str, Any]], compute: ComputeConfig, threads: int,
+              snapshot_epochs: Sequence[int], on_done: Callable[[CellOutcome], None],
+              plugins: Sequence[str] = (), ready: Callable[[], object] | None = None
+              ) -> list[CellOutcome]:
+    """Run every cell writing to its folder, on forked workers where :func:`forked` says so,
+    else as Ray tasks; ``on_done`` is called here as each one finishes. ``metas``: each cell's
+    record fields (git commit, version, fingerprint). ``ready``: called before any cell starts
+    (the driver waits there for its MLflow store, which opens meanwhile)."""
+    if not forked(compute, threads):
+        from pipeline.runtime import executor  # imports Ray: only for the cells that use it
+
+        return executor.run_cells(cells, dataset, folders, metas, compute, threads,
+                                  snapshot_epochs, on_done, plugins, ready)
+    if not cells:
+        return []
+    if ready is not None:
+        ready()  # before the fork: the store's thread is done, no lock of it held in a child
+    slots = max(1, min(len(cells), int(local_cores() // compute.num_cpus)))
+    jobs = [_Job(c, str(folders[c.cell_id]), metas[c.cell_id]) for c in cells]
+    print(f"train: {len(cells)} cells on {slots} worker processes forked from this stage "
+          f"(${TRAIN_WORKERS_ENV}=ray runs them on Ray)", file=sys.stderr)
+    load_plugins(plugins)
+    prepare_worker()  # once here, not in every worker (they inherit it)
+    with _Workers(jobs, dataset, threads, list(snapshot_epochs), list(plugins), slots) as pool:
+        return follow(pool.outcomes(compute.max_retries), len(cells), slots, on_done)
+
+
+def follow(outcomes: Iterable[CellOutcome], total: int, slots: int,
+           on_done: Callable[[CellOutcome], None]) -> list[CellOutcome]:
+    """The cells' outcomes as they finish, each handed to ``on_done``, behind the train stage's
+    progress bar (cells done, failed, ETA over ``slots`` parallel cells)."""
+    out = []
+    tally = Tally(total, slots, suite_task())
+    with tqdm(total=total, desc=stage_desc("cells"), unit="cell") as bar:
+        bar.set_postfix_str(tally.postfix())
+        for outcome in outcomes:
+            on_done(outcome)
+            out.append(outcome)
+            tally.finished(outcome.status, outcome.wall_seconds)
+            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status} · {tally.postfix()}")
+            bar.update(1)
+    return out
+
+
+@dataclass(frozen=True)
+class _Job:
+    cell: Cell
+    folder: str
+    meta: Mapping[str, Any]
+
+
+@dataclass
+class _Worker:
+    process: Any  # multiprocessing's forked Process
+    conn: Connection
+    job: int | None = None  # the index of the cell it trains now
+
+
+class _Workers:
+    """``slots`` worker processes forked from this one, each holding every job and the dataset
+    (inherited, never copied): a job is sent as its index, an outcome comes back."""
+
+    def __init__(self, jobs: Sequence[_Job], dataset: Dataset, threads: int,
+                 snapshot_epochs: list[int], plugins: list[str], slots: int):
+        self.jobs, self.dataset, self.threads = jobs, dataset, threads
+        self.snapshot_epochs, self.plugins, self.slots = snapshot_epochs, plugins, slots
+        self.context = multiprocessing.get_context("fork")
+        self.workers: list[_Worker] = []
+
+    def __enter__(self) -> _Workers:
+        for _ in range(self.slots):
+            self.workers.append(self._fork())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for w in self.workers:  # an idle worker ends when asked; a busy one (an error here,
+            with contextlib.suppress(OSError):  # Ctrl-C) is stopped with its cell
+                if w.job is None:
+                    w.conn.send(None)
+                else:
+                    w.process.terminate()
+        for w in self.workers:
+            w.process.join(timeout=10)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+            w.conn.close()
+        self.workers = []
+
+    def _fork(self) -> _Worker:
+        here, there = self.context.Pipe()
+        process = self.context.Process(
+            target=_serve, args=(there, os.getpid(), self.jobs, self.dataset, self.threads,
+                                 self.snapshot_epochs, self.plugins),
+            name="cbench-cell-worker", daemon=True)
+        process.start()
+        there.close()
+        return _Worker(process, here)
+
+    def outcomes(self, max_retries: int) -> Iterator[CellOutcome]:
+        """Every job's outcome, as they finish; a cell whose worker died is tried again on a
+        new worker, at most ``max_retries`` times, then failed (environment, no record)."""
+        queue = collections.deque(range(len(self.jobs)))
+        lost: collections.Counter[int] = collections.Counter()
+        while queue or any(w.job is not None for w in self.workers):
+            for w in self.workers:
+                if w.job is None and queue:
+                    w.job = queue.popleft()
+                    with contextlib.suppress(OSError):  # it died idle: lost below, retried
+                        w.conn.send(w.job)
+            busy = [w for w in self.workers if w.job is not None]
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+            for w in busy:
+                if w.conn not in ready and w.process.sentinel not in ready:
+                    continue
+                job, got = w.job, self._receive(w)
+                if got is not None:
+                    w.job = None
+                    yield got
+                    continue
+                assert job is not None
+                lost[job] += 1
+                self._replace(w, bool(queue) or lost[job] <= max_retries)
+                if lost[job] <= max_retries:
+                    queue.appendleft(job)
+                else:
+                    yield _lost(self.jobs[job].cell, w.process.exitcode, lost[job], max_retries)
+
+    @staticmethod
+    def _receive(w: _Worker) -> CellOutcome | None:
+        """The worker's outcome, or None when it died before sending one."""
+        try:
+            if w.conn.poll():
+                _, outcome = w.conn.recv()
+                return outcome  # type: ignore[no-any-return]
+        except (EOFError, OSError):
+            pass
+        return None
+
+    def _replace(self, dead: _Worker, again: bool) -> None:
+        """``dead`` joined and, when more cells are to run (``again``), a new worker forked in
+        its place (it inherits the jobs and the dataset, as the first ones did)."""
+        dead.process.join()
+        dead.conn.close()
+        self.workers.remove(dead)
+        if again:
+            self.workers.append(self._fork())
+
+
+def _lost(cell: Cell, exitcode: int | None, times: int, max_retries: int) -> CellOutcome:
+    how = (f"killed by {signal.Signals(-exitcode).name}" if exitcode is not None and exitcode < 0
+           else f"exit status {exitcode}")
+    return CellOutcome(cell.cell_id, "failed",
+                       f"WorkerCrashedError: the worker process training this cell died ({how}), "
+                       f"{times} times in all (compute.max_retries = {max_retries})",
+                       failure_class=ENVIRONMENT)  # no record: retried next run
+
+
+def _die_with(parent: int) -> None:
+    """This process gets SIGKILL when the stage that forked it dies (Linux's prctl), as a Ray
+    worker dies with its driver; and ends now if that happened before this call."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _serve(conn: Connection, parent: int, jobs: Sequence[_Job], dataset: Dataset, threads: int,
+           snapshot_epochs: Sequence[int], plugins: Sequence[str]) -> None:
+    """A worker: trains the job whose index it is sent, sends back ``(index, outcome)``, until
+    it is sent None or the stage is gone."""
+    _die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the stage's to handle: it stops us
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # as Ray hides the GPUs from a task asking for none
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # NumPy's BLAS on one thread too: the parent's pools did not survive
+    load_plugins(plugins)
+    prepare_worker()
+    while True:
+        try:
+            index = conn.recv()
+        except (EOFError, OSError):
+            return
+        if index is None:
+            return
+        job = jobs[index]
+        outcome = run_cell(job.cell, dataset, job.folder, job.meta, threads, snapshot_epochs)
+        conn.send((index, outcome))
