@@ -223,13 +223,16 @@ DASK_CLUSTER_ENV = "CBENCH_DASK_CLUSTER"  # when the local Dask stages start the
 DASK_CLUSTER_MODES = ("auto", "always")  # auto: when the first batch says it pays; always: at once
 
 
+def _mode_problem(env: Mapping[str, str], name: str, modes: tuple[str, ...]) -> str | None:
+    """What is wrong with the setting ``$name`` (unset means its first mode), or None."""
+    mode = env.get(name, modes[0])
+    return None if mode in modes else f"${name} = {mode!r}: allowed: {', '.join(modes)}"
+
+
 def dask_cluster_problem(env: Mapping[str, str] = os.environ) -> str | None:
     """What is wrong with ``$CBENCH_DASK_CLUSTER`` (unset means ``auto``), or None; checked by
     ``resolve`` before any work and by :func:`pipeline.runtime.scheduler.scheduler`."""
-    mode = env.get(DASK_CLUSTER_ENV, "auto")
-    if mode in DASK_CLUSTER_MODES:
-        return None
-    return f"${DASK_CLUSTER_ENV} = {mode!r}: allowed: {', '.join(DASK_CLUSTER_MODES)}"
+    return _mode_problem(env, DASK_CLUSTER_ENV, DASK_CLUSTER_MODES)
 
 
 TRAIN_WORKERS_ENV = "CBENCH_TRAIN_WORKERS"  # where the train stage runs a local CPU grid's cells
@@ -239,10 +242,7 @@ TRAIN_WORKERS_MODES = ("auto", "ray")  # auto: processes forked from the stage w
 def train_workers_problem(env: Mapping[str, str] = os.environ) -> str | None:
     """What is wrong with ``$CBENCH_TRAIN_WORKERS`` (unset means ``auto``), or None; checked by
     ``resolve`` before any work and by :func:`pipeline.runtime.cell_workers.forked`."""
-    mode = env.get(TRAIN_WORKERS_ENV, "auto")
-    if mode in TRAIN_WORKERS_MODES:
-        return None
-    return f"${TRAIN_WORKERS_ENV} = {mode!r}: allowed: {', '.join(TRAIN_WORKERS_MODES)}"
+    return _mode_problem(env, TRAIN_WORKERS_ENV, TRAIN_WORKERS_MODES)
 
 
 def compute(p: Params) -> Iterator[str]:
