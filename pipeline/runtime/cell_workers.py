@@ -87,9 +87,9 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
     jobs = [_Job(c, str(folders[c.cell_id]), metas[c.cell_id]) for c in cells]
     print(f"train: {len(cells)} cells on {slots} worker processes forked from this stage "
           f"(${TRAIN_WORKERS_ENV}=ray runs them on Ray)", file=sys.stderr)
-    load_plugins(plugins)
-    prepare_worker()  # once here, not in every worker (they inherit it)
-    with _Workers(jobs, dataset, threads, list(snapshot_epochs), list(plugins), slots) as pool:
+    load_plugins(plugins)  # here, before the fork: every worker inherits the registered losses
+    prepare_worker()  # and the one-off imports (cached: a no-op where they were paid before)
+    with _Workers(jobs, dataset, threads, list(snapshot_epochs), slots) as pool:
         return follow(pool.outcomes(compute.max_retries), len(cells), slots, on_done)
 
 
@@ -129,9 +129,9 @@ class _Workers:
     (inherited, never copied): a job is sent as its index, an outcome comes back."""
 
     def __init__(self, jobs: Sequence[_Job], dataset: Dataset, threads: int,
-                 snapshot_epochs: list[int], plugins: list[str], slots: int):
+                 snapshot_epochs: list[int], slots: int):
         self.jobs, self.dataset, self.threads = jobs, dataset, threads
-        self.snapshot_epochs, self.plugins, self.slots = snapshot_epochs, plugins, slots
+        self.snapshot_epochs, self.slots = snapshot_epochs, slots
         self.context = multiprocessing.get_context("fork")
         self.workers: list[_Worker] = []
 
@@ -159,7 +159,7 @@ class _Workers:
         here, there = self.context.Pipe()
         process = self.context.Process(
             target=_serve, args=(there, os.getpid(), self.jobs, self.dataset, self.threads,
-                                 self.snapshot_epochs, self.plugins),
+                                 self.snapshot_epochs),
             name="cbench-cell-worker", daemon=True)
         process.start()
         there.close()
@@ -235,17 +235,16 @@ def _die_with(parent: int) -> None:
 
 
 def _serve(conn: Connection, parent: int, jobs: Sequence[_Job], dataset: Dataset, threads: int,
-           snapshot_epochs: Sequence[int], plugins: Sequence[str]) -> None:
+           snapshot_epochs: Sequence[int]) -> None:
     """A worker: trains the job whose index it is sent, sends back ``(index, outcome)``, until
-    it is sent None or the stage is gone."""
+    it is sent None or the stage is gone. The plugins' losses and the one-off imports it
+    inherits from the stage (:func:`run_cells` loads them before forking)."""
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the stage's to handle: it stops us
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # as Ray hides the GPUs from a task asking for none
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # NumPy's BLAS on one thread too: the parent's pools did not survive
-    load_plugins(plugins)
-    prepare_worker()
     while True:
         try:
             index = conn.recv()
