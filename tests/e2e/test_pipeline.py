@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 
 import pandas as pd
 import pytest
@@ -10,6 +12,12 @@ import pytest
 from tests.conftest import cell_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
+
+
+def _all_runs(path) -> int:
+    """Every run in the MLflow store, parents and deleted ones included, read from its table."""
+    with contextlib.closing(sqlite3.connect(path / "mlruns.db")) as db:
+        return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
 
 def _finished_runs_per_cell(path) -> pd.Series:
@@ -52,8 +60,10 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     runs = _finished_runs_per_cell(project.path)
     assert sorted(runs.index) == sorted(board.cell_id) and (runs == 1).all()
 
+    runs_before = _all_runs(project.path)
     second = project.repro()  # nothing changed: nothing is trained, no later stage runs
     assert "2 already done (skipped), 0 to train" in second.stdout
+    assert _all_runs(project.path) == runs_before  # no run, not even an empty parent
     for stage in ("stats", "search", "bounds", "report"):
         assert f"Running stage '{stage}'" not in second.stdout
 
