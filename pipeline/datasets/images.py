@@ -1,4 +1,5 @@
-"""Image datasets read from local files: MNIST (IDX gz) and CIFAR-10 (python pickles).
+"""Image datasets read from local files: MNIST and Fashion-MNIST (IDX gz), CIFAR-10 (python
+pickles).
 
 Nothing is downloaded: a missing file raises ``FileNotFoundError`` naming the path and how to get
 it on a machine with internet access. Relative paths are taken from the repository root.
@@ -20,6 +21,15 @@ MNIST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 MNIST_HOWTO = ("download t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz from "
                "https://ossci-datasets.s3.amazonaws.com/mnist/ (or torchvision.datasets.MNIST's "
                "raw/ folder) on a machine with internet and copy them there")
+FASHION_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+                 "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+FASHION_HOWTO = ("apt-get install dataset-fashion-mnist (Debian; it puts the four IDX files in "
+                 "/usr/share/datasets/fashion-mnist), or on a machine with internet download "
+                 "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+                 "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz from "
+                 "https://github.com/zalandoresearch/fashion-mnist (data/fashion), copy them to "
+                 "one folder and point data.options.path at it")
+FASHION_SPLITS = ("train_test", "test")
 CIFAR_HOWTO = ("download https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz on a machine with "
                "internet, unpack it and point data.options.path at its cifar-10-batches-py folder")
 
@@ -72,6 +82,8 @@ def image_dataset(name: str, images: np.ndarray, labels: np.ndarray, rows: tuple
 def mnist_dataset(n_train: int, n_heldout: int, seed: int, path: str) -> Dataset:
     """The 10k MNIST test images ``(N, 1, 28, 28)``, split by a seeded permutation."""
     folder = resolve_path(path)
+    # the same steps as read_idx_split, left inline: editing them would change the code
+    # fingerprint of every MNIST cell, and each would retrain once
     for fname in MNIST_FILES:
         _require(folder / fname, f"MNIST file {fname}", MNIST_HOWTO)
     images = read_idx(folder / MNIST_FILES[0])[:, None]
@@ -80,6 +92,60 @@ def mnist_dataset(n_train: int, n_heldout: int, seed: int, path: str) -> Dataset
         raise ValueError(f"{folder}: {images.shape[0]} images but {labels.shape[0]} labels")
     rows = split_indices(images.shape[0], n_train, n_heldout, seed, "mnist")
     return image_dataset("mnist", images, labels, rows, 255.0)
+
+
+def read_idx_split(folder: Path, files: tuple[str, str], what: str,
+                   howto: str) -> tuple[np.ndarray, np.ndarray]:
+    """One split of an IDX image set: uint8 images ``(N, 1, H, W)`` and labels ``(N,)``.
+
+    ``files``: (images file, labels file) in ``folder``; ``what`` and ``howto`` word the error
+    when one is missing.
+    """
+    for fname in files:
+        _require(folder / fname, f"{what} file {fname}", howto)
+    images, labels = read_idx(folder / files[0]), read_idx(folder / files[1])
+    if len(images) != len(labels):
+        raise ValueError(f"{folder}: {files[0]} has {len(images)} images but {files[1]} has "
+                         f"{len(labels)} labels")
+    return images[:, None], labels
+
+
+def _seeded_subset(key: str, n: int, available: int, source: str,
+                   rng: np.random.Generator) -> np.ndarray:
+    """``n`` of ``available`` rows, a random subset drawn with ``rng`` (``key``: the param)."""
+    if n > available:
+        raise ValueError(f"data.{key} = {n}: {source} has {available} images; "
+                         f"must be <= {available}")
+    return rng.permutation(available)[:n]
+
+
+def fashion_mnist_dataset(n_train: int, n_heldout: int, seed: int, path: str,
+                          split: str = "train_test") -> Dataset:
+    """Fashion-MNIST ``(N, 1, 28, 28)``: 10 classes of Zalando article images (Xiao et al. 2017,
+    arXiv 1708.07747), from the four IDX files in ``path``.
+
+    ``split="train_test"``: the training rows are a seeded random subset of the 60 000 train
+    images, the held-out rows one of the 10 000 test images (as ``cifar10_dataset``);
+    ``split="test"``: both come from the test images, disjoint, by one seeded permutation (as
+    ``mnist_dataset``), and the train files are not read.
+    """
+    if split not in FASHION_SPLITS:
+        raise ValueError(f"data.options.split = {split!r}: allowed: {list(FASHION_SPLITS)}")
+    folder = resolve_path(path)
+    x_te, y_te = read_idx_split(folder, FASHION_FILES["test"], "Fashion-MNIST", FASHION_HOWTO)
+    if split == "test":
+        rows = split_indices(len(x_te), n_train, n_heldout, seed,
+                             "fashion_mnist's test split (data.options.split = 'test')")
+        return image_dataset("fashion_mnist", x_te, y_te, rows, 255.0)
+    x_tr, y_tr = read_idx_split(folder, FASHION_FILES["train"], "Fashion-MNIST", FASHION_HOWTO)
+    tr = _seeded_subset("n_train", n_train, len(x_tr), "fashion_mnist's train split",
+                        np.random.default_rng(seed))
+    ho = _seeded_subset("n_heldout", n_heldout, len(x_te), "fashion_mnist's test split",
+                        np.random.default_rng([seed, 1]))
+    # the chosen rows only, stacked, so that image_dataset converts no more than them
+    images, labels = np.concatenate([x_tr[tr], x_te[ho]]), np.concatenate([y_tr[tr], y_te[ho]])
+    return image_dataset("fashion_mnist", images, labels,
+                         (np.arange(n_train), n_train + np.arange(n_heldout)), 255.0)
 
 
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ from torch import Tensor
 from pipeline.datasets.augment import AUGMENTATIONS
 from pipeline.datasets.digits import digits_dataset
 from pipeline.datasets.gaussian_channel import gaussian_channel_dataset
-from pipeline.datasets.images import cifar10_dataset, mnist_dataset
+from pipeline.datasets.images import cifar10_dataset, fashion_mnist_dataset, mnist_dataset
 from pipeline.datasets.synthetic import Dataset, laplace_dataset
 from pipeline.datasets.vectors import gaussian_mixture_dataset, sparse_binary_dataset
 from pipeline.options import NoOptions, defaults, fill, option
@@ -93,6 +93,16 @@ class MnistOptions:
 
 
 @dataclass(frozen=True)
+class FashionMnistOptions:
+    path: LocalPath = option("/usr/share/datasets/fashion-mnist",
+                             "folder of the four IDX files (train-images-idx3-ubyte.gz, ...; "
+                             "Debian: apt-get install dataset-fashion-mnist)")
+    split: Literal["train_test", "test"] = option(
+        "train_test", "train_test: training rows from the 60 000 train images, held-out rows "
+        "from the 10 000 test images; test: both from the test images, disjoint (as mnist)")
+
+
+@dataclass(frozen=True)
 class Cifar10Options:
     path: LocalPath = option("../shared/data/cifar-10-batches-py",
                              "the extracted python version of CIFAR-10")
@@ -119,6 +129,10 @@ DATASETS: dict[str, DatasetSpec] = {
     "mnist": DatasetSpec(
         load=lambda n, m, s, o: mnist_dataset(n, m, s, o["path"]),
         options=MnistOptions, kind="image", labels="class", augmentation="image",
+        modules=("pipeline.datasets.images",)),
+    "fashion_mnist": DatasetSpec(
+        load=lambda n, m, s, o: fashion_mnist_dataset(n, m, s, o["path"], o["split"]),
+        options=FashionMnistOptions, kind="image", labels="class", augmentation="image",
         modules=("pipeline.datasets.images",)),
     "digits": DatasetSpec(
         load=lambda n, m, s, o: digits_dataset(n, m, s),

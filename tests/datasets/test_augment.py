@@ -79,7 +79,7 @@ def test_crop_zooms_by_the_side_fraction():
     torch.testing.assert_close(slopes, torch.full_like(slopes, 0.5), atol=1e-9, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["digits", "mnist", "cifar10"])
+@pytest.mark.parametrize("name", ["digits", "mnist", "fashion_mnist", "cifar10"])
 def test_image_views_are_valid_and_deterministic(name):
     x = torch.rand(8, 3 if name == "cifar10" else 1, 16, 16,
                    generator=torch.Generator().manual_seed(0))
