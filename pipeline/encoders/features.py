@@ -5,7 +5,7 @@ modules that share the encoder's parameters, such that ``head(backbone(x)) == mo
 
 | arch | backbone → features | head |
 |---|---|---|
-| resnet18 | stem, layer1–4, global average pool, flatten → ``(B, 512)`` | ``fc`` |
+| resnet18 | stem, layer1–4, global average pool, flatten → ``(B, 8·width)`` | ``fc`` |
 | mlp | (flatten,) every layer but the last Linear → ``(B, hidden[-1])`` | the last Linear |
 | linear | none: the raw output is the only representation | none |
 | clip, dino (``head: linear``) | image adapter + frozen tower → ``(B, width)`` | the linear head |

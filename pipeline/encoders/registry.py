@@ -64,6 +64,9 @@ class MlpOptions:
 class ResnetOptions:
     small_stem: bool = option(
         True, "3×3 stride-1 first convolution and no max-pool (8–32 px images)")
+    width: Annotated[int, Gt(0)] = option(
+        64, "channels of the first stage (the stages have 1, 2, 4, 8 × width; 64 is "
+            "torchvision's ResNet-18, 16 about 1/16 of its multiply-adds)")
 
 
 @dataclass(frozen=True)

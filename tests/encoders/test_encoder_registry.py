@@ -13,6 +13,7 @@ from pipeline.encoders import (
     make_encoder,
     resolve_encoder_options,
 )
+from pipeline.encoders.features import split_encoder
 from pipeline.seeding import seeded_init
 
 
@@ -62,6 +63,35 @@ def test_resnet18_stems():
     assert big.conv1.kernel_size == (7, 7) and big.conv1.in_channels == 2
     assert isinstance(big.maxpool, nn.MaxPool2d) and big(torch.rand(1, 2, 64, 64)).shape == (1, 5)
     assert count_parameters(small) == sum(p.numel() for p in small.parameters())
+
+
+@pytest.mark.parametrize("small_stem", [True, False])
+def test_resnet18_width_scales_every_stage(small_stem):
+    """A narrow ResNet-18 is torchvision's network with every channel count scaled by
+    width / 64: the same modules, strides and shortcuts, each convolution's weight shape that of
+    torchvision's with its channels divided by 4 (the first convolution's input channels are the
+    image's). Width 64 is torchvision's network itself."""
+    import torchvision
+
+    reference = {n: m for n, m in torchvision.models.resnet18(weights=None).named_modules()}
+    narrow = make_encoder("resnet18", (1, 28, 28), 7, {"width": 16, "small_stem": small_stem})
+    convs = {n: m for n, m in narrow.named_modules() if isinstance(m, nn.Conv2d)}
+    assert set(convs) == {n for n, m in reference.items() if isinstance(m, nn.Conv2d)}
+    for name, conv in convs.items():
+        ref = reference[name]
+        assert conv.out_channels == ref.out_channels // 4, name
+        assert conv.in_channels == (1 if name == "conv1" else ref.in_channels // 4), name
+        assert conv.stride == ref.stride or (name == "conv1" and small_stem), name
+    assert narrow.fc.in_features == 128 and narrow.fc.out_features == 7
+    bn = [m for m in narrow.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert all(torch.equal(m.weight, torch.ones_like(m.weight)) for m in bn)
+    assert narrow(torch.rand(2, 1, 28, 28)).shape == (2, 7)
+    assert split_encoder("resnet18", narrow)(torch.rand(2, 1, 28, 28))["backbone"].shape == (2, 128)
+    with seeded_init(0, "resnet18"):
+        default = make_encoder("resnet18", (1, 28, 28), 7, {}).state_dict()
+    with seeded_init(0, "resnet18"):
+        standard = make_encoder("resnet18", (1, 28, 28), 7, {"width": 64}).state_dict()
+    assert all(torch.equal(default[k], standard[k]) for k in default)
 
 
 def test_option_and_shape_errors():
