@@ -4,9 +4,12 @@
 - :func:`paired`: a variant against the baseline over paired seeds (t-test and Wilcoxon);
   :func:`paired_many`: the same for many pairs at once, in vectorised SciPy calls.
 - :func:`welch_tie`: whether a row's seeds differ from the best row's (Welch's t-test).
+- :func:`side_verdict`, :func:`majority`: the three-valued verdict on a claimed effect (SPEC §7);
+  :func:`seed_slopes`: each seed's log-log slope, whose t-interval a trend verdict reads.
 
 Every test here is over seeds: the unit of a verdict about a training procedure (SPEC §6).
-:data:`MIN_SEEDS` is how many a verdict needs; with fewer, the report says *undecided*.
+:data:`MIN_SEEDS` is how many a verdict needs; with fewer, the verdict is *unresolved* with the
+reason :func:`too_few_seeds`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from scipy import stats as sps
 
 from pipeline.stats.uncertainty import check_level, seed_ci
 
-MIN_SEEDS = 3  # seeds a verdict about training needs (per point of a trend, per side of a pair)
+MIN_SEEDS = 3  # seeds a verdict about training needs (slopes of a trend, pairs of a comparison)
+
+# The three values of a verdict (SPEC §7). "Not held" is not one: absence of evidence is not
+# evidence against, so an interval covering zero leaves the claim unresolved.
+HELD, CONTRADICTED, UNRESOLVED = "held", "contradicted", "unresolved"
+COVERS_ZERO = "interval covers zero"
+NO_VALUES = "no values"
 
 
 @lru_cache(maxsize=256)
@@ -169,3 +178,87 @@ def welch_tie(x: np.ndarray, ref: np.ndarray, alpha: float) -> WelchTie:
         warnings.simplefilter("ignore", RuntimeWarning)  # nearly constant seeds
         p = float(sps.ttest_ind(x, ref, equal_var=False).pvalue)
     return WelchTie(bool(p >= alpha), p, False)
+
+
+def too_few_seeds(seeds: int) -> str:
+    """The reason of a verdict left unresolved by too few seeds: ``too few seeds (2 < 3)``."""
+    return f"too few seeds ({seeds} < {MIN_SEEDS})"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict on a claim (SPEC §7): ``value`` is :data:`HELD` (the interval of the claimed
+    effect excludes zero on the claimed side), :data:`CONTRADICTED` (on the other side) or
+    :data:`UNRESOLVED` (a report may add its own, e.g. "undertrained"); ``reason`` says why it is
+    unresolved ("" when decided)."""
+
+    value: str
+    reason: str = ""
+
+    @property
+    def decided(self) -> bool:
+        """Held or contradicted: the claim was tested."""
+        return self.value in (HELD, CONTRADICTED)
+
+
+def side_verdict(low: float, high: float, claimed: int, seeds: int) -> Verdict:
+    """The verdict on an effect claimed to lie on side ``claimed`` (−1: below zero, +1: above)
+    of zero, from its interval [low, high] over ``seeds`` seeds: unresolved with
+    :func:`too_few_seeds` below :data:`MIN_SEEDS`, with :data:`NO_VALUES` when a bound is not
+    finite, with :data:`COVERS_ZERO` when the interval contains 0 (a bound at 0 counts as
+    covering it)."""
+    if claimed not in (-1, 1):
+        raise ValueError(f"claimed = {claimed!r}: the claimed side must be -1 or +1")
+    if seeds < MIN_SEEDS:
+        return Verdict(UNRESOLVED, too_few_seeds(seeds))
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return Verdict(UNRESOLVED, NO_VALUES)
+    if low > 0 or high < 0:
+        return Verdict(HELD if (1 if low > 0 else -1) == claimed else CONTRADICTED)
+    return Verdict(UNRESOLVED, COVERS_ZERO)
+
+
+def majority(verdicts: Sequence[Verdict], unit: str = "groups") -> Verdict:
+    """One verdict from several (the groups of cells of a grid): held when strictly more than
+    half are held, contradicted when strictly more than half are contradicted, else unresolved
+    — with the one reason all share, or "groups disagree: h held, c contradicted, u unresolved
+    of n" (a tie of held and contradicted is unresolved too). One verdict is returned as it is;
+    none is unresolved with :data:`NO_VALUES`."""
+    n = len(verdicts)
+    if n == 0:
+        return Verdict(UNRESOLVED, NO_VALUES)
+    held = sum(v.value == HELD for v in verdicts)
+    contradicted = sum(v.value == CONTRADICTED for v in verdicts)
+    if 2 * held > n:
+        return Verdict(HELD)
+    if 2 * contradicted > n:
+        return Verdict(CONTRADICTED)
+    if n == 1:
+        return verdicts[0]
+    reasons = list(dict.fromkeys(v.reason for v in verdicts if not v.decided))
+    if held == contradicted == 0 and len(reasons) == 1:
+        return Verdict(UNRESOLVED, reasons[0])
+    return Verdict(UNRESOLVED, f"{unit} disagree: {held} held, {contradicted} contradicted, "
+                               f"{n - held - contradicted} unresolved of {n}")
+
+
+def seed_slopes(x: np.ndarray, y: np.ndarray, seed: np.ndarray) -> dict[object, float]:
+    """Per seed, the least-squares slope of log ``y`` on log ``x`` (y ∝ x^slope), over that
+    seed's points with x > 0 and y > 0 (both finite): ``np.polyfit(log x, log y, 1)[0]``. A seed
+    contributes a slope only with at least two distinct x; its several points at one x (if any)
+    all enter the fit. Returns {seed: slope} in the seeds' sorted order."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    seed = np.asarray(seed)
+    if not x.shape == y.shape == seed.shape:
+        raise ValueError(f"x, y, seed shapes = {x.shape}, {y.shape}, {seed.shape}: must be equal")
+    with np.errstate(invalid="ignore"):
+        keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    out: dict[object, float] = {}
+    for s in np.unique(seed[keep]):
+        at = keep & (seed == s)
+        lx, ly = np.log(x[at]), np.log(y[at])
+        dx = lx - lx.mean()
+        sxx = float(dx @ dx)
+        if np.unique(lx).size >= 2 and sxx > 0:
+            out[s.item() if hasattr(s, "item") else s] = float(dx @ (ly - ly.mean()) / sxx)
+    return out
