@@ -68,9 +68,10 @@ class Summary:
         out |= {f"mean_{name}": value for name, value in self.mean.items()}
         out |= {f"best_{name}": entry["value"] for name, entry in self.best.items()}
         tested = [c for c in self.paper_claims if c.get("tested")]
-        if tested:  # a claim holds in most of its groups of cells (reports/paper_tables.md)
+        if tested:  # decided: held or contradicted (reports/paper_tables.md says why not)
             out["paper_claims_tested"] = len(tested)
-            out["paper_claims_held"] = sum(2 * c["held"] > c["groups"] for c in tested)
+            out["paper_claims_held"] = sum(c["verdict"] == "held" for c in tested)
+            out["paper_claims_contradicted"] = sum(c["verdict"] == "contradicted" for c in tested)
         out |= _numbers(self.extra)  # e.g. one_over_k_initial_slope
         return out
 

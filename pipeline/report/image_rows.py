@@ -13,9 +13,11 @@ configs) with a note where they differ. :func:`image_comparison` gives, per laye
 encoder's output, what InfoNCE sees; ``backbone``: the pooled features the head reads, SimCLR's
 h), CV, AD Avg, AD pass, DP Avg and DP pass of the contrastive cells, the supervised cells, the
 untrained encoder (epoch 0, the same initial weights for both objectives) and the Gaussian null,
-and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`), decided
-over seeds (:func:`compare`; undecided with fewer than ``MIN_SEEDS``). Values
-only: :mod:`pipeline.report.image_rows_md` writes them as Markdown.
+and the verdict on "contrastive is more Gaussian than supervised" (see :func:`verdict`): held,
+contradicted or unresolved with its reason, decided over seeds (:func:`compare`: the paired
+Student-t interval; unresolved with fewer than ``MIN_SEEDS``), and "undertrained" when either
+encoder fails the trained-enough check (:mod:`pipeline.report.trained_enough`). Values only:
+:mod:`pipeline.report.image_rows_md` writes them as Markdown.
 """
 
 from __future__ import annotations
@@ -30,12 +32,23 @@ import pandas as pd
 
 from pipeline.metrics import METRICS
 from pipeline.report.table1 import BETSER_TABLE1, STATS
-from pipeline.stats.inference import MIN_SEEDS, normal_quantile, paired
+from pipeline.report.trained_enough import CRITERION, TrainedEnough, trained_enough
+from pipeline.stats.inference import (
+    CONTRADICTED,
+    HELD,
+    MIN_SEEDS,
+    NO_VALUES,
+    UNRESOLVED,
+    Verdict,
+    normal_quantile,
+    side_verdict,
+)
+from pipeline.stats.uncertainty import seed_ci
 
 # the paper's direction for "contrastive is more Gaussian": lower CV and A², higher pass rates
 MORE_GAUSSIAN = {"cv": -1, "ad_mean": -1, "ad_pass_frac": +1, "dp_p_mean": +1, "dp_pass_frac": +1}
 MORE, LESS = "more Gaussian", "less Gaussian"  # which side of zero a difference lies on
-UNDECIDED = "undecided"  # fewer than MIN_SEEDS seeds: no verdict about training
+UNDERTRAINED = "undertrained"  # decided, but an encoder failed the trained-enough check
 DECISIVE = ("cv", "ad_mean")  # the two statistics the verdict rests on (Table 1's headline)
 LAYERS = {"head": ("", "head: the encoder's output z (what InfoNCE sees)"),
           "backbone": ("backbone_", "backbone: the pooled features h its head reads")}
@@ -179,36 +192,50 @@ def _per_seed(part: pd.DataFrame, col: str) -> pd.Series:
     return part.groupby("seed")[col].mean().dropna()
 
 
+@dataclass(frozen=True)
+class Difference:
+    """a − b of one statistic: ``value`` and its interval [lo, hi]; ``side``: :data:`MORE` (a
+    more Gaussian than b in the sense of Betser et al.), :data:`LESS`, or ``unresolved`` with
+    ``reason`` (:func:`~pipeline.stats.inference.too_few_seeds`, "interval covers zero", "no
+    values"); ``seeds``: the seeds it was decided over."""
+
+    value: float
+    lo: float
+    hi: float
+    side: str
+    reason: str = ""
+    seeds: int = 0
+
+
 def compare(a: pd.DataFrame, col_a: str, b: pd.DataFrame, col_b: str, stat: str,
-            level: float) -> tuple[float, float, float, str]:
-    """(a − b, low, high, side) of the statistic ``stat`` (``a``'s ``col_a`` against ``b``'s
-    ``col_b``) and on which side of zero it lies: :data:`MORE` (a more Gaussian than b in the
-    sense of Betser et al.), :data:`LESS`, ``unresolved`` (the interval covers zero),
-    ``undecided`` (too few seeds) or ``unknown`` (no values).
+            level: float) -> Difference:
+    """a − b of the statistic ``stat`` (``a``'s ``col_a`` against ``b``'s ``col_b``) and on which
+    side of zero it lies (:class:`Difference`).
 
     The verdict is about training, so it is decided over seeds: with at least ``MIN_SEEDS``
     seeds on both sides, the difference is the mean over those seeds of each seed's a − b, its
-    interval the paired t interval over them (:func:`pipeline.stats.inference.paired`). With
-    fewer seeds the side is ``undecided``, and the interval is the within-cell one (the cells'
-    own ``level`` intervals combined by the normal approximation, the two independent): how
-    precisely the held-out data measure these encoders, not how training varies."""
+    interval the paired Student-t interval over them (S − 1 degrees of freedom,
+    :func:`pipeline.stats.uncertainty.seed_ci`), and the side is read by
+    :func:`~pipeline.stats.inference.side_verdict` (claimed side: more Gaussian). With fewer
+    seeds the side is unresolved ("too few seeds"), and the interval is the within-cell one
+    (the cells' own ``level`` intervals combined by the normal approximation, the two
+    independent): how precisely the held-out data measure these encoders, not how training
+    varies."""
     per_a, per_b = _per_seed(a, col_a), _per_seed(b, col_b)
     seeds = per_a.index.intersection(per_b.index)
     if len(seeds) >= MIN_SEEDS:
-        got = paired(per_a[seeds].to_numpy(), per_b[seeds].to_numpy(), level)
-        diff, lo, hi = got.diff_mean, got.diff_lo, got.diff_hi
+        ci = seed_ci(per_a[seeds].to_numpy() - per_b[seeds].to_numpy(), level)
+        diff, lo, hi = ci.estimate, ci.low, ci.high
     else:
         (va, se_a), (vb, se_b) = _mean_se(a, col_a, level), _mean_se(b, col_b, level)
         diff = va - vb
         half = _z(level) * math.hypot(se_a, se_b)
         lo, hi = diff - half, diff + half
     if not np.isfinite(diff):
-        return diff, lo, hi, "unknown"
-    if len(seeds) < MIN_SEEDS:
-        return diff, lo, hi, UNDECIDED
-    if np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0):
-        return diff, lo, hi, MORE if diff * MORE_GAUSSIAN[stat] > 0 else LESS
-    return diff, lo, hi, "unresolved"
+        return Difference(diff, lo, hi, UNRESOLVED, NO_VALUES, len(seeds))
+    got = side_verdict(lo, hi, MORE_GAUSSIAN[stat], len(seeds))
+    side = {HELD: MORE, CONTRADICTED: LESS}.get(got.value, UNRESOLVED)
+    return Difference(diff, lo, hi, side, got.reason, len(seeds))
 
 
 def common_seeds(a: pd.DataFrame, b: pd.DataFrame) -> int:
@@ -218,17 +245,25 @@ def common_seeds(a: pd.DataFrame, b: pd.DataFrame) -> int:
     return len(set(a.seed.dropna()) & set(b.seed.dropna()))
 
 
-def verdict(sides: Mapping[str, str]) -> str:
-    """"undecided" when CV or AD Avg is (too few seeds); "held" when both say :data:`MORE`;
-    "not held" when either says :data:`LESS`; else "unresolved" (an interval covers zero)."""
-    decisive = [sides[s] for s in DECISIVE]
-    if any(s == UNDECIDED for s in decisive):
-        return UNDECIDED
-    if all(s == MORE for s in decisive):
-        return "held"
-    if any(s == LESS for s in decisive):
-        return "not held"
-    return "unresolved"
+def verdict(sides: Mapping[str, Difference]) -> Verdict:
+    """"Contrastive is more Gaussian than supervised", decided on CV and AD Avg
+    (:data:`DECISIVE`): held when both are :data:`MORE`, contradicted when both are
+    :data:`LESS`; else unresolved with the reason: too few seeds, "statistics disagree" (one
+    each way), or each unresolved statistic's own reason ("CV: interval covers zero")."""
+    decisive = {s: sides[s] for s in DECISIVE}
+    few = next((d.reason for d in decisive.values() if d.reason.startswith("too few")), None)
+    if few is not None:
+        return Verdict(UNRESOLVED, few)
+    found = {d.side for d in decisive.values()}
+    if found == {MORE}:
+        return Verdict(HELD)
+    if found == {LESS}:
+        return Verdict(CONTRADICTED)
+    if {MORE, LESS} <= found:
+        return Verdict(UNRESOLVED, "statistics disagree: " + ", ".join(
+            f"{METRICS[s].label} {d.side}" for s, d in decisive.items()))
+    return Verdict(UNRESOLVED, "; ".join(f"{METRICS[s].label}: {d.reason}"
+                                         for s, d in decisive.items() if d.side == UNRESOLVED))
 
 
 @dataclass(frozen=True)
@@ -266,7 +301,6 @@ def _probe(part: pd.DataFrame, col: str) -> float | None:
 
 
 NULL = "Gaussian null"  # the comparison's row of Gaussian data: no interval, no probe
-Difference = tuple[float, float, float, str]  # (a − b, low, high, side): see :func:`compare`
 
 
 @dataclass(frozen=True)
@@ -281,10 +315,23 @@ class EncoderRow:
     probe: float | None
 
 
+def checked(v: Verdict, enough: TrainedEnough) -> Verdict:
+    """``v`` after the trained-enough check: a decided verdict whose encoders failed it is
+    :data:`UNDERTRAINED` (the reason lists the failed comparisons); an unresolved one stays
+    unresolved, and an unchecked one (no probe) keeps its value."""
+    if not v.decided or enough.passed is not False:
+        return v
+    return Verdict(UNDERTRAINED, "; ".join(
+        f"{c.encoder} {c.score} {100 * c.value:.1f}% ≤ {c.against} {100 * c.reference:.1f}%"
+        for c in enough.failed))
+
+
 @dataclass(frozen=True)
 class LayerVerdict:
-    """On one layer: contrastive − supervised per statistic and the claim's :func:`verdict`;
-    contrastive − untrained and its verdict (did contrastive training itself move them)."""
+    """On one layer: contrastive − supervised per statistic and the claim's verdict (:func:`verdict`
+    then :func:`checked` against both encoders' trained-enough check), with ``reason``;
+    contrastive − untrained and its verdict (did contrastive training itself move them; checked
+    against the contrastive encoder alone)."""
 
     layer: str
     vs_supervised: Mapping[str, Difference]
@@ -293,15 +340,19 @@ class LayerVerdict:
     untrained_verdict: str
     seeds: int = 0  # seeds with both a contrastive and a supervised cell
     untrained_seeds: int = 0  # contrastive seeds (each against its own epoch 0)
+    reason: str = ""
+    untrained_reason: str = ""
+    trained_enough: TrainedEnough = TrainedEnough(CRITERION, ())
 
     def row(self) -> dict[str, Any]:
-        """The CSV and metrics row: each statistic's difference, its interval and side."""
+        """The CSV and metrics row: each statistic's difference, its interval and side; the
+        verdict, its reason and whether both encoders were trained enough (None: no probe)."""
         row: dict[str, Any] = {"layer": self.layer}
-        for s, (diff, lo, hi, side) in self.vs_supervised.items():
-            row.update({f"{s}_difference": diff, f"{s}_difference_lo": lo,
-                        f"{s}_difference_hi": hi, f"{s}_side": side})
-        row["verdict"] = self.verdict
-        row["seeds"] = self.seeds
+        for s, d in self.vs_supervised.items():
+            row.update({f"{s}_difference": d.value, f"{s}_difference_lo": d.lo,
+                        f"{s}_difference_hi": d.hi, f"{s}_side": d.side})
+        row.update(verdict=self.verdict, reason=self.reason, seeds=self.seeds,
+                   trained_enough=self.trained_enough.passed)
         return row
 
 
@@ -320,6 +371,18 @@ class ImageComparison:
         return [v.row() for v in self.layers]
 
 
+def _layer(layer: str, prefix: str, con: pd.DataFrame, sup: pd.DataFrame, level: float,
+           raw: float | None) -> LayerVerdict:
+    """The verdicts on one layer (column ``prefix``)."""
+    sides = {s: compare(con, prefix + s, sup, prefix + s, s, level) for s in STATS}
+    moved = {s: compare(con, prefix + s, con, f"{prefix}control_{s}", s, level) for s in STATS}
+    enough = trained_enough({"contrastive": con, "supervised": sup}, prefix, raw)
+    claim = checked(verdict(sides), enough)
+    itself = checked(verdict(moved), enough.of("contrastive"))
+    return LayerVerdict(layer, sides, claim.value, moved, itself.value, common_seeds(con, sup),
+                        common_seeds(con, con), claim.reason, itself.reason, enough)
+
+
 def image_comparison(board: pd.DataFrame, level: float = 0.95) -> ImageComparison | None:
     """Contrastive vs supervised vs untrained vs the Gaussian null, per layer, with the verdicts;
     None when the board lacks either objective."""
@@ -329,6 +392,7 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> ImageCompariso
         return None
     rows: list[EncoderRow] = []
     layers = []
+    raw = _probe(ok, "raw_linear_probe")
     for layer, (prefix, _) in LAYERS.items():
         if f"{prefix}cv" not in con:
             continue
@@ -341,10 +405,5 @@ def image_comparison(board: pd.DataFrame, level: float = 0.95) -> ImageCompariso
             stats = {s: _estimate(part, pre + s, level) if name != NULL
                      else Estimate(_mean_se(part, pre + s, level)[0]) for s in STATS}
             rows.append(EncoderRow(layer, name, len(part), stats, probe))
-        sides = {s: compare(con, prefix + s, sup, prefix + s, s, level) for s in STATS}
-        moved = {s: compare(con, prefix + s, con, f"{prefix}control_{s}", s, level)
-                 for s in STATS}
-        layers.append(LayerVerdict(layer, sides, verdict({s: d[3] for s, d in sides.items()}),
-                                   moved, verdict({s: m[3] for s, m in moved.items()}),
-                                   common_seeds(con, sup), common_seeds(con, con)))
-    return ImageComparison(level, tuple(rows), tuple(layers), _probe(ok, "raw_linear_probe"))
+        layers.append(_layer(layer, prefix, con, sup, level, raw))
+    return ImageComparison(level, tuple(rows), tuple(layers), raw)

@@ -10,10 +10,12 @@ import numpy as np
 
 from pipeline.metrics import METRICS
 from pipeline.report.image_rows import (
+    CONTRADICTED,
+    HELD,
     MIN_SEEDS,
     NULL,
     PUBLISHED,
-    UNDECIDED,
+    UNDERTRAINED,
     Difference,
     Estimate,
     ImageComparison,
@@ -21,6 +23,7 @@ from pipeline.report.image_rows import (
 from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_stat, pct
 from pipeline.report.table1 import STATS
+from pipeline.report.trained_enough import CRITERION, NOT_CHECKED, TrainedEnough
 
 
 def protocol_section(rows: Sequence[Mapping[str, str]]) -> list[str]:
@@ -46,9 +49,23 @@ def _probe(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+def _trained_enough(t: TrainedEnough) -> str:
+    """``trained enough: yes (contrastive linear probe 90.0% > untrained 80.0%, ...)``, or
+    not checked without a probe."""
+    if t.passed is None:
+        return NOT_CHECKED
+    shown = "; ".join(f"{c.encoder} {c.score} {_probe(c.value)} {'>' if c.passed else '≤'} "
+                      f"{c.against} {_probe(c.reference)}" for c in t.checks)
+    missing = f"; not checked: {', '.join(t.missing)}" if t.missing else ""
+    return f"trained enough: {'yes' if t.passed else 'no'} ({shown}{missing})"
+
+
+MOVED = {HELD: "more Gaussian than at epoch 0", CONTRADICTED: "less Gaussian than at epoch 0"}
+
+
 def comparison_section(c: ImageComparison) -> list[str]:
     """The table of contrastive vs supervised vs untrained vs the Gaussian null, the claim and
-    one verdict line per layer and comparison."""
+    one verdict line per layer and comparison, each with its trained-enough check."""
     head = ["layer", "encoder", "cells", *(METRICS[s].label for s in STATS), "linear probe"]
     body = [["published", f"CIFAR-10 {obj}", "",
              *(fmt_stat(s, PUBLISHED[obj][s]) for s in STATS), ""]
@@ -59,12 +76,12 @@ def comparison_section(c: ImageComparison) -> list[str]:
                      "" if r.encoder == NULL else _probe(r.probe)])
     verdicts = []
     for v in c.layers:
-        verdicts.append(_verdict_line(v.layer, "contrastive − supervised", v.verdict,
-                                      v.vs_supervised, v.seeds))
-        moved = {"held": "more Gaussian than at epoch 0", UNDECIDED: UNDECIDED}.get(
-            v.untrained_verdict, "not more Gaussian than at epoch 0")
-        verdicts.append(_verdict_line(v.layer, "contrastive − untrained", moved, v.vs_untrained,
-                                      v.untrained_seeds))
+        verdicts.append(_verdict_line(v.layer, "contrastive − supervised", v.verdict, v.reason,
+                                      v.vs_supervised, v.seeds, v.trained_enough))
+        verdicts.append(_verdict_line(v.layer, "contrastive − untrained",
+                                      MOVED.get(v.untrained_verdict, v.untrained_verdict),
+                                      v.untrained_reason, v.vs_untrained, v.untrained_seeds,
+                                      v.trained_enough.of("contrastive")))
     level = c.level
     return ["## Contrastive vs supervised vs untrained (Betser et al.'s CIFAR-10 claim)", "",
             f"Raw held-out embeddings; value [{pct(level)} interval] (bootstrap for CV, over "
@@ -77,30 +94,41 @@ def comparison_section(c: ImageComparison) -> list[str]:
             md_table(head, body).rstrip("\n"), "",
             f"Claim: **contrastive training makes the representation more Gaussian than "
             f"supervised training** (lower CV and AD Avg). A claim about training, decided over "
-            f"seeds: each seed's contrastive − supervised, and the {pct(level)} paired t "
-            "interval over the seeds; held when CV and AD Avg both lie on the paper's side of "
-            "zero, not held when either lies on the other side, else unresolved. With fewer "
-            f"than {MIN_SEEDS} seeds it is undecided, and the interval shown is the one within "
-            "the cells' held-out data. The same test against the untrained encoder says whether "
-            "contrastive training itself moved them.", "", *verdicts, ""]
+            f"seeds: each seed's contrastive − supervised, and the {pct(level)} paired Student-t "
+            "interval over the S seeds (S − 1 degrees of freedom). Held when the intervals of CV "
+            "and AD Avg both exclude zero on the paper's side; contradicted when both exclude it "
+            "on the other side; otherwise unresolved, with the reason: too few seeds (fewer than "
+            f"{MIN_SEEDS}; the interval shown is then the one within the cells' held-out data), "
+            "an interval covers zero, or the statistics disagree (one each way). The same test "
+            "against the untrained encoder says whether contrastive training itself moved them.",
+            "",
+            f"A verdict about training is reported only for encoders that learned — {CRITERION}. "
+            "Both encoders must pass for the contrastive − supervised verdict, the contrastive "
+            "one for contrastive − untrained; a decided verdict that fails it reads "
+            f"**{UNDERTRAINED}**, and without probe columns the line says "
+            f"\"{NOT_CHECKED}\" and keeps the verdict.", "", *verdicts, ""]
 
 
-def _verdict_line(layer: str, what: str, outcome: str, diffs: Mapping[str, Difference],
-                  seeds: int) -> str:
-    """``- **layer**: outcome (over what) — what: <stat> diff [lo, hi] (side); ...``"""
+def _verdict_line(layer: str, what: str, outcome: str, reason: str,
+                  diffs: Mapping[str, Difference], seeds: int, enough: TrainedEnough) -> str:
+    """``- **layer**: outcome: reason (over what) — what: <stat> diff [lo, hi] (side); ...
+    trained enough: ...``"""
     parts = []
-    for s, (d, lo, hi, side) in diffs.items():
-        if not np.isfinite(d):
-            parts.append(f"{METRICS[s].label} – ({side})")
+    for s, d in diffs.items():
+        if not np.isfinite(d.value):
+            parts.append(f"{METRICS[s].label} – ({d.reason or d.side})")
             continue
         scale = 100 if METRICS[s].unit == "%" else 1
         unit = " pts" if scale == 100 else ""
-        shown = "" if side == UNDECIDED else f" ({side})"
-        parts.append(f"{METRICS[s].label} {scale * d:+.3g}{unit} [{scale * lo:+.3g}, "
-                     f"{scale * hi:+.3g}]{shown}")
+        shown = "" if d.seeds < MIN_SEEDS else f" ({d.side})"
+        parts.append(f"{METRICS[s].label} {scale * d.value:+.3g}{unit} [{scale * d.lo:+.3g}, "
+                     f"{scale * d.hi:+.3g}]{shown}")
     if seeds >= MIN_SEEDS:
-        over = f"over {seeds} seeds, paired t"
+        over = f"over {seeds} seeds, paired t with {seeds - 1} df"
     else:
-        over = (f"{seeds} seed(s) with both encoders, a verdict about training needs "
-                f"{MIN_SEEDS}; intervals within the cells' held-out data")
-    return f"- **{layer}**: {outcome} ({over}) — {what}: " + "; ".join(parts) + "."
+        over = (f"{seeds} seed(s) with both encoders; intervals within the cells' held-out "
+                "data")
+    because = f": {reason}" if reason else ""
+    check = _trained_enough(enough)
+    return (f"- **{layer}**: {outcome}{because} ({over}) — {what}: " + "; ".join(parts)
+            + f". {check[:1].upper()}{check[1:]}.")

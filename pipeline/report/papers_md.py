@@ -12,6 +12,7 @@ from pipeline.metrics import METRICS
 from pipeline.report.image_rows_md import comparison_section, protocol_section
 from pipeline.report.markdown import table as md_table
 from pipeline.report.papers import (
+    HELD,
     MIN_SEEDS,
     Claim,
     Gaussianity,
@@ -20,7 +21,13 @@ from pipeline.report.papers import (
     Setting,
 )
 from pipeline.report.render import fmt_stat, fmt_value, pct
-from pipeline.report.table1 import BETSER_TABLE1, STAT_LABELS, STATS
+from pipeline.report.table1 import (
+    BETSER_TABLE1,
+    STAT_LABELS,
+    STATS,
+    ProtocolPoint,
+    differs_text,
+)
 
 
 def _published(stat: str, value: float) -> str:
@@ -30,22 +37,32 @@ def _published(stat: str, value: float) -> str:
 
 def _claim_line(c: Claim, level: float) -> str:
     claim, axis = c.claim, c.axis
-    if c.verdict == "not tested":
-        return f"- **{claim}**: not tested (the grid has one value of `{axis}`)."
+    if not c.tested:
+        text = f"- **{claim}**: {c.verdict} — {c.reason}"
+        if c.seeds and c.seeds < MIN_SEEDS:
+            text += (f"; a verdict about training needs at least {MIN_SEEDS} seeds (the "
+                     f"variation between trainings). The slopes below use the cells' "
+                     f"{pct(level)} intervals over held-out rows, which measure fixed encoders, "
+                     "not training runs")
+        elif c.seeds:
+            text += (f" (per seed the log-log slope of CV against `{axis}`, then the "
+                     f"{pct(level)} Student-t interval over the seeds, {c.seeds} or more per "
+                     f"group: below zero in {c.held} of {c.groups} groups, above in "
+                     f"{c.contradicted})")
+        return text + "."
     n = c.groups
-    if c.verdict == "undecided":
-        return (f"- **{claim}**: undecided — {c.seeds} seed(s) per point, and a verdict about "
-                f"training needs at least {MIN_SEEDS} (the variation between seeds). The slopes "
-                f"below use the cells' {pct(level)} intervals over held-out rows, which measure "
-                "fixed encoders, not training runs.")
-    text = (f"- **{claim}**: {c.verdict} — the log-log slope of CV against `{axis}` is below "
-            f"zero ({pct(level)} interval over seeds, {c.seeds} or more per point) in "
-            f"{c.held} of {n} groups of cells")
+    side = "below" if c.verdict == HELD else "above"
+    text = (f"- **{claim}**: {c.verdict} — per seed the log-log slope of CV against `{axis}`, "
+            f"then the {pct(level)} Student-t interval over the seeds ({c.seeds} or more per "
+            f"group, S − 1 degrees of freedom): {side} zero in "
+            f"{c.held if c.verdict == HELD else c.contradicted} of {n} groups of cells")
     if c.by_training is not None:
         train = c.by_training
+        why = f" ({c.training_reason})" if c.training_reason else ""
         text += (f"; the untrained control's CV falls in {c.control_held} of {n}, and the trained "
-                 f"slope is steeper than the control's in {train} of {n}, so the fall is "
-                 f"attributable to training in {train} of {n} groups")
+                 f"slope is steeper than the control's (per-seed difference, t-interval below "
+                 f"zero) in {train} of {n}, so the fall is attributable to training: "
+                 f"{c.training_verdict}{why}")
     return text + "."
 
 
@@ -57,16 +74,18 @@ def _slopes_table(axis: str, table: pd.DataFrame, level: float) -> list[str]:
     for r in table.itertuples(index=False):
         cells = [str(getattr(r, k)) for k in keys] + [str(r.seeds)]
         cells.append(f"{r.slope:+.3f} [{r.slope_lo:+.3f}, {r.slope_hi:+.3f}] {r.basis}")
-        by_training = ("yes" if r.training else "no") if r.verdict != "undecided" else "undecided"
+        verdict = r.verdict + (f" ({r.reason})" if r.reason else "")
         if "control_slope" in table:
             cells.append(f"{r.control_slope:+.3f} [{r.control_slope_lo:+.3f}, "
                          f"{r.control_slope_hi:+.3f}]")
-            cells += [r.verdict, by_training]
+            reason = r.training_reason if isinstance(r.training_reason, str) else ""
+            cells += [verdict, r.training_verdict + (f" ({reason})" if reason else "")]
         else:
-            cells += ["–", r.verdict, "–"]
+            cells += ["–", verdict, "–"]
         rows.append(cells)
-    return [f"Log-log slope of CV against `{axis}` (CV ∝ {axis}^slope):", "",
-            md_table(head, rows), ""]
+    return [f"Log-log slope of CV against `{axis}` (CV ∝ {axis}^slope); over seeds: the mean of "
+            "the seeds' slopes and its Student-t interval (S − 1 df); by training: the same for "
+            "each seed's trained − control slope:", "", md_table(head, rows), ""]
 
 
 def _gaussianity_line(stats: tuple[Gaussianity, ...]) -> str:
@@ -84,21 +103,38 @@ def _gaussianity_line(stats: tuple[Gaussianity, ...]) -> str:
             "theorem's, not the loss's.")
 
 
+def _this_run(points: tuple[ProtocolPoint, ...]) -> str:
+    """A row's departures from the published protocol, this run's values only (the published
+    row above shows the paper's); the points it cannot tell after them."""
+    off = ", ".join(p.this_run for p in points if p.differs) or "as published"
+    unknown = [p.name for p in points if not p.seen]
+    return off + (f" (not known: {', '.join(unknown)})" if unknown else "")
+
+
 def _setting_lines(s: Setting, parts: tuple[tuple[str, str], ...], level: float) -> list[str]:
     name, arch, objective = s.key
-    head = ["source", *s.axes, *(STAT_LABELS[st] for st in STATS)]
+    protocol = bool(s.row_protocols)
+    head = ["source", *s.axes, *(STAT_LABELS[st] for st in STATS),
+            *(["protocol (where this run differs)"] if protocol else [])]
     body = [["published", *[""] * len(s.axes),
-             *(_published(st, s.published.values[st]) for st in STATS)]]
-    for row in s.rows:
+             *(_published(st, s.published.values[st]) for st in STATS),
+             *([", ".join(p.published for p in s.protocol)] if protocol else [])]]
+    for i, row in enumerate(s.rows):
         body.append(["this run", *(str(row[a]) for a in s.axes),
                      *(" / ".join(fmt_stat(st, row[f"{prefix or 'trained_'}{st}"])
-                                  for prefix, _ in parts) for st in STATS)])
+                                  for prefix, _ in parts) for st in STATS),
+                     *([_this_run(s.row_protocols[i])] if protocol else [])])
     lines = [f"## {s.published.setting} (data.name = {name}, arch = {arch}, objective = "
-             f"{objective})", "", md_table(head, body).rstrip("\n"), "", "Claims:", ""]
+             f"{objective})", "", md_table(head, body).rstrip("\n"), ""]
+    differs = differs_text(s.protocol)
+    if differs:
+        lines += [f"Protocol — {differs}. The published numbers come from that protocol; "
+                  "where this grid departs from it, a gap is not a failed replication.", ""]
+    lines += ["Claims:", ""]
     lines += [_claim_line(c, level) for c in s.claims]
     lines += [_gaussianity_line(s.gaussianity), ""]
     for c in s.claims:
-        if c.verdict != "not tested":
+        if not c.slopes.empty:
             lines += _slopes_table(c.axis, c.slopes, level)
     return lines
 
@@ -124,7 +160,14 @@ def to_markdown(p: PaperTables) -> str:
              "epoch 0 (same weights, same held-out data); the null is Gaussian data of the same "
              "n, d and covariance"
              + ("; supervised is the same encoder from the same weights trained with "
-                "cross-entropy on the labels" if len(parts) == 4 else "") + ".", ""]
+                "cross-entropy on the labels" if len(parts) == 4 else "") + ".", "",
+             "Each claim's verdict is **held** (its interval excludes zero on the claimed side), "
+             "**contradicted** (it excludes zero on the other side) or **unresolved**, with the "
+             "reason: too few seeds (fewer than " + str(MIN_SEEDS) + "), the interval covers "
+             "zero, the groups of cells disagree (a grid's verdict is held or contradicted only "
+             "when strictly more than half its groups are), or the run is outside the claim's "
+             "conditions. Intervals about training are over seeds: Student-t with S − 1 degrees "
+             "of freedom for S seeds.", ""]
     for s in p.settings:
         lines += _setting_lines(s, parts, p.level)
     if p.image is not None:

@@ -1,5 +1,6 @@
 """Betser's image rows: the protocol check against a cell config, the contrastive − supervised
-differences and their verdicts on fixed tables (closed forms), the section on an MNIST board."""
+differences and their three-valued verdicts on fixed tables (closed forms), the trained-enough
+check, the section on an MNIST board."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import pandas as pd
 import pytest
 
 from pipeline.config import expand, from_mapping
-from pipeline.report.image_rows import compare, image_comparison, protocol_rows, verdict
+from pipeline.report.image_rows import (
+    Difference,
+    compare,
+    image_comparison,
+    protocol_rows,
+    verdict,
+)
 from pipeline.report.image_rows_md import comparison_section
 from pipeline.report.papers import side_by_side
 from pipeline.report.papers_md import to_markdown
@@ -33,7 +40,7 @@ Z = 1.959963984540054
 def _cell(objective, cell_id, values, half=0.01, prefixes=("", "backbone_")):
     row = {"cell_id": cell_id, "objective": objective, "status": "ok", "arch": "resnet18",
            "seed": 0, "linear_probe": 0.9 if objective == "contrastive" else 0.95,
-           "control_linear_probe": 0.8, "backbone_linear_probe": 0.92, "raw_linear_probe": 0.91}
+           "control_linear_probe": 0.8, "backbone_linear_probe": 0.92, "raw_linear_probe": 0.5}
     for prefix in prefixes:
         for stat, v in values.items():
             for part, shift in (("", 0.0), ("control_", 0.05), ("null_", -0.5)):
@@ -51,12 +58,13 @@ SKEWED = {"cv": 0.30, "ad_mean": 3.0, "ad_pass_frac": 0.1, "dp_p_mean": 0.05, "d
 def test_difference_interval_and_sides_closed_form():
     con = pd.DataFrame([_cell("contrastive", "a", GAUSSIAN)])
     sup = pd.DataFrame([_cell("supervised", "b", SKEWED)])
-    diff, lo, hi, side = compare(con, "cv", sup, "cv", "cv", 0.95)
+    d = compare(con, "cv", sup, "cv", "cv", 0.95)
     se = 0.01 / Z  # each interval ±0.01 at 95%
-    assert diff == pytest.approx(-0.2)
-    assert (lo, hi) == pytest.approx((-0.2 - Z * math.hypot(se, se), -0.2 + Z * math.hypot(se, se)))
+    assert d.value == pytest.approx(-0.2)
+    assert (d.lo, d.hi) == pytest.approx((-0.2 - Z * math.hypot(se, se),
+                                          -0.2 + Z * math.hypot(se, se)))
     # one seed: the within-cell interval is shown, and no side is taken about training
-    assert side == "undecided"
+    assert (d.side, d.reason, d.seeds) == ("unresolved", "too few seeds (1 < 3)", 1)
 
 
 def _seeds(objective, values, cvs):
@@ -69,26 +77,42 @@ def test_with_three_seeds_the_difference_is_decided_over_seeds():
 
     con = _seeds("contrastive", GAUSSIAN, [0.10, 0.12, 0.11])
     sup = _seeds("supervised", SKEWED, [0.30, 0.25, 0.35])
-    diff, lo, hi, side = compare(con, "cv", sup, "cv", "cv", 0.95)
+    got = compare(con, "cv", sup, "cv", "cv", 0.95)
     d = con.cv.to_numpy() - sup.cv.to_numpy()  # paired by seed
     half = sps.t.ppf(0.975, 2) * d.std(ddof=1) / 3 ** 0.5  # the t interval, written out
-    assert diff == pytest.approx(d.mean())
-    assert (lo, hi) == pytest.approx((d.mean() - half, d.mean() + half))
-    assert side == "more Gaussian"  # lower CV in every seed, the interval below zero
-    assert compare(sup, "cv", con, "cv", "cv", 0.95)[3] == "less Gaussian"
+    assert got.value == pytest.approx(d.mean())
+    assert (got.lo, got.hi) == pytest.approx((d.mean() - half, d.mean() + half))
+    ci = sps.ttest_rel(con.cv, sup.cv).confidence_interval(0.95)
+    assert (got.lo, got.hi) == pytest.approx((ci.low, ci.high), rel=1e-10)  # SciPy's
+    assert got.side == "more Gaussian"  # lower CV in every seed, the interval below zero
+    assert compare(sup, "cv", con, "cv", "cv", 0.95).side == "less Gaussian"
     # the seeds disagree: the interval over seeds covers zero, however tight each cell's is
     noisy = _seeds("supervised", SKEWED, [0.05, 0.25, 0.02])
-    assert compare(con, "cv", noisy, "cv", "cv", 0.95)[3] == "unresolved"
+    got = compare(con, "cv", noisy, "cv", "cv", 0.95)
+    assert (got.side, got.reason) == ("unresolved", "interval covers zero")
     # only the seeds both sides have count: two in common is too few
-    assert compare(con, "cv", sup[sup.seed != 2], "cv", "cv", 0.95)[3] == "undecided"
+    got = compare(con, "cv", sup[sup.seed != 2], "cv", "cv", 0.95)
+    assert (got.side, got.reason) == ("unresolved", "too few seeds (2 < 3)")
 
 
-def test_verdict_needs_cv_and_ad_both():
-    more, less, unsure = "more Gaussian", "less Gaussian", "unresolved"
-    assert verdict({"cv": more, "ad_mean": more, "ad_pass_frac": less}) == "held"
-    assert verdict({"cv": more, "ad_mean": less}) == "not held"
-    assert verdict({"cv": unsure, "ad_mean": more}) == "unresolved"
-    assert verdict({"cv": "undecided", "ad_mean": less}) == "undecided"  # never held, nor not
+def _d(side, reason=""):
+    return Difference(-0.1, -0.2, 0.0, side, reason, 3)
+
+
+@pytest.mark.parametrize(("sides", "value", "reason"), [
+    ({"cv": "more Gaussian", "ad_mean": "more Gaussian", "ad_pass_frac": "less Gaussian"},
+     "held", ""),  # CV and AD Avg decide; the pass rates do not
+    ({"cv": "less Gaussian", "ad_mean": "less Gaussian"}, "contradicted", ""),
+    ({"cv": "more Gaussian", "ad_mean": "less Gaussian"}, "unresolved",
+     "statistics disagree: CV more Gaussian, AD Avg less Gaussian"),
+    ({"cv": ("unresolved", "interval covers zero"), "ad_mean": "more Gaussian"}, "unresolved",
+     "CV: interval covers zero"),
+    ({"cv": ("unresolved", "too few seeds (2 < 3)"), "ad_mean": "less Gaussian"}, "unresolved",
+     "too few seeds (2 < 3)"),  # never decided, either way
+])
+def test_verdict_needs_cv_and_ad_both(sides, value, reason):
+    got = verdict({s: _d(*v) if isinstance(v, tuple) else _d(v) for s, v in sides.items()})
+    assert (got.value, got.reason) == (value, reason)
 
 
 def test_comparison_table_head_and_backbone():
@@ -110,17 +134,17 @@ def test_comparison_table_head_and_backbone():
     assert probe[("backbone", "contrastive")] == "92.0%"
     assert probe[("backbone", "supervised")] == "–"  # its backbone columns are missing here
     assert probe[("head", "Gaussian null")] == ""
-    assert "the raw pixels: 91.0%" in text
+    assert "the raw pixels: 50.0%" in text
     by = {r["layer"]: r for r in rows}
     # one seed: CV higher than supervised (0.10 vs 0.05) but no verdict about training
-    assert by["head"]["cv_side"] == "undecided" and by["head"]["verdict"] == "undecided"
+    assert by["head"]["cv_side"] == "unresolved" and by["head"]["verdict"] == "unresolved"
+    assert by["head"]["reason"] == "too few seeds (1 < 3)"
     assert by["head"]["cv_difference"] == pytest.approx(0.05) and by["head"]["seeds"] == 1
-    assert by["backbone"]["verdict"] == "undecided"
-    assert ("- **head**: undecided (1 seed(s) with both encoders, a verdict about training "
-            "needs 3; intervals within the cells' held-out data) — contrastive − supervised: "
+    assert by["backbone"]["verdict"] == "unresolved"
+    assert ("- **head**: unresolved: too few seeds (1 < 3) (1 seed(s) with both encoders; "
+            "intervals within the cells' held-out data) — contrastive − supervised: "
             "CV +0.05 [") in text
-    assert "- **head**: undecided (1 seed(s)" in text and "contrastive − untrained: CV -0.05" \
-        in text
+    assert "contrastive − untrained: CV -0.05" in text
     assert image_comparison(board[board.objective == "contrastive"]) is None
 
 
@@ -131,11 +155,13 @@ def test_comparison_verdicts_over_three_seeds():
     text = "\n".join(lines)
     by = {r["layer"]: r for r in rows}
     assert by["head"]["verdict"] == "held" and by["head"]["seeds"] == 3
-    assert "- **head**: held (over 3 seeds, paired t) — contrastive − supervised: CV -0.19" in text
+    assert by["head"]["reason"] == "" and by["head"]["trained_enough"] is True
+    assert ("- **head**: held (over 3 seeds, paired t with 2 df) — contrastive − supervised: "
+            "CV -0.19") in text
     assert "(more Gaussian)" in text
     flipped = pd.concat([_seeds("contrastive", SKEWED, [0.30, 0.25, 0.35]),
                          _seeds("supervised", GAUSSIAN, [0.10, 0.12, 0.11])], ignore_index=True)
-    assert {r["verdict"] for r in _comparison(flipped)[1]} == {"not held"}
+    assert {r["verdict"] for r in _comparison(flipped)[1]} == {"contradicted"}
 
 
 def _mnist_params(tiny_params):
@@ -174,13 +200,14 @@ def test_side_by_side_prints_the_mnist_section(tiny_params):
     text, table, claims = _side_by_side(board, "mnist", 0.95, records)
     assert "# mnist: Betser et al.'s image rows, measured as the paper measures them" in text
     assert "## Protocol check" in text and "| training length " in text
-    # one seed per encoder: the section is printed, the verdict is undecided with its reason
-    assert "- **head**: undecided (1 seed(s)" in text and "- **backbone**: undecided" in text
+    # one seed per encoder: the section is printed, the verdict is unresolved with its reason
+    assert "- **head**: unresolved: too few seeds (1 < 3) (1 seed(s)" in text
+    assert "- **backbone**: unresolved: too few seeds" in text
     assert "No cell of this grid matches" not in text
     assert set(table.setting) == {"mnist contrastive vs supervised (head)",
                                   "mnist contrastive vs supervised (backbone)"}
-    assert [(c["verdict"], c["held"], c["tested"], c["seeds"]) for c in claims] == \
-        [("undecided", 0, False, 1)] * 2
+    assert [(c["verdict"], c["reason"], c["held"], c["tested"], c["seeds"]) for c in claims] == \
+        [("unresolved", "too few seeds (1 < 3)", 0, False, 1)] * 2
     # not an image data set: no such section
     assert "image rows" not in _side_by_side(board, "laplace", 0.95, records)[0]
 
@@ -205,7 +232,9 @@ def test_the_untrained_line_counts_the_contrastive_seeds():
     comparison = image_comparison(pd.concat([con, sup], ignore_index=True))
     head = next(v for v in comparison.layers if v.layer == "head")
     assert (head.seeds, head.untrained_seeds) == (2, 3)
-    assert head.verdict == "undecided" and head.untrained_verdict != "undecided"
+    assert head.verdict == "unresolved" and head.reason == "too few seeds (2 < 3)"
+    assert head.untrained_verdict == "held"  # over its own three seeds
     text = "\n".join(comparison_section(comparison))
-    assert "- **head**: undecided (2 seed(s) with both encoders" in text
-    assert "over 3 seeds, paired t) — contrastive − untrained" in text
+    assert "- **head**: unresolved: too few seeds (2 < 3) (2 seed(s) with both encoders" in text
+    assert ("- **head**: more Gaussian than at epoch 0 (over 3 seeds, paired t with 2 df) — "
+            "contrastive − untrained") in text
