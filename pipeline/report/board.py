@@ -206,9 +206,9 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
         notes.append(f"Δ: trained minus the same encoder untrained (epoch 0, same seed and "
                      f"data), mean over seeds; {UNCHANGED}: the {pct(level)} t-interval over "
                      "seeds of the difference covers 0 (training did not move it)"
-                     + ("." if seeds > 1 else "; with one seed that is undecided, so no "
-                        f"{UNCHANGED} is printed (the cells' own intervals are over held-out "
-                        "rows or coordinates, not over trainings)."))
+                     + ("." if seeds > 1 else "; with one seed that is unresolved (too few "
+                        f"seeds), so no {UNCHANGED} is printed (the cells' own intervals are "
+                        "over held-out rows or coordinates, not over trainings)."))
     for axis in pooled:
         values = ", ".join(fmt_value(v) for v in sorted(cells[axis].dropna().unique(), key=str))
         notes.append(f"Pooled over {axis} ∈ {{{values}}} (not in report.group_by).")

@@ -172,7 +172,7 @@ def entry(row: pd.Series, metric: Metric) -> Entry:
         return bool(v) if not is_missing(v) else False
 
     # °: decided on seeds (the t-interval over seeds of trained − untrained covers 0); with one
-    # seed there is no such interval and no ° (undecided), whatever the cells' own intervals say
+    # seed there is no such interval and no ° (unresolved), whatever the cells' own intervals say
     lo, hi = row.get(f"delta_{m}_lo"), row.get(f"delta_{m}_hi")
     by_seeds = not (is_missing(lo) or is_missing(hi))
     unchanged = bool(by_seeds and float(lo) <= 0.0 <= float(hi))

@@ -99,8 +99,8 @@ def test_controls_compact_delta_and_unchanged_mark(cells, report_cfg):
     assert e.unchanged and e.control.endswith("°")  # −0.01, −0.02, +0.01 over seeds covers 0
     one = make_board(cells[cells.seed == 0], report_cfg(columns=["recall_at_1", "cv"]))
     j = int(one.table.index[(one.table.loss == "infonce") & (one.table.k == 4)][0])
-    assert not one.entry(j, e_metric(one)).unchanged  # one seed: undecided, no °
-    assert any("with one seed that is undecided" in n for n in one.notes)
+    assert not one.entry(j, e_metric(one)).unchanged  # one seed: unresolved, no °
+    assert any("with one seed that is unresolved (too few seeds)" in n for n in one.notes)
     assert "control_cv_mean" not in [c for c in csv_table(b).columns if c.startswith("cv")]
     assert {"control_cv_mean", "delta_cv_mean", "changed_cv_n"} <= set(csv_table(b).columns)
     header = next(line for line in to_markdown(b).splitlines() if line.startswith("|"))
@@ -160,6 +160,6 @@ def test_paper_section_states_the_level(level):
              "batch_size": b, "seed": 0, "status": "ok", "cv": c, "cv_lo": c - 0.002,
              "cv_hi": c + 0.002} for b, c in ((8, 0.3), (32, 0.25), (128, 0.2))]
     text = papers_md.to_markdown(side_by_side(pd.DataFrame(rows), "laplace", level))
-    assert f"cells' {level:.0%} intervals over held-out rows" in text  # one seed: undecided
+    assert f"cells' {level:.0%} intervals over held-out rows" in text  # one seed: unresolved
     assert f"trained slope [{level:.0%}, over]" in text
     assert "95%" not in text

@@ -31,7 +31,7 @@ def test_changed_is_decided_by_the_interval():
     out = control_columns(trained, control).set_index("cell_id")
     assert out.loc["a", "changed_cv"] is True or bool(out.loc["a", "changed_cv"])  # far apart
     assert not bool(out.loc["b", "changed_cv"])  # interval covers zero: not changed by training
-    assert pd.isna(out.loc["c", "changed_cv"])  # unknown interval: undecided
+    assert pd.isna(out.loc["c", "changed_cv"])  # unknown interval: unresolved
     assert out.loc["a", "control_cv"] == 0.05 and out.loc["a", "delta_cv"] == pytest.approx(0.15)
 
 
