@@ -113,10 +113,11 @@ def _over_seeds(slopes: Mapping[object, float], level: float) -> tuple[float, fl
     return ci.estimate, ci.low, ci.high
 
 
-def _by_seeds(part: pd.DataFrame, axis: str, stat: str, level: float) -> dict[str, Any]:
-    """The trend over seeds: per seed the trained and the control slope and their difference,
-    each with its t-interval over the seeds, and the verdicts (SPEC §7)."""
-    trained = _slopes(part, axis, stat)
+def _by_seeds(part: pd.DataFrame, axis: str, stat: str, level: float,
+              trained: Mapping[object, float]) -> dict[str, Any]:
+    """The trend over seeds: per seed the trained (``trained``: :func:`_slopes`) and the control
+    slope and their difference, each with its t-interval over the seeds, and the verdicts
+    (SPEC §7)."""
     t, t_lo, t_hi = _over_seeds(trained, level)
     verdict = side_verdict(t_lo, t_hi, -1, len(trained))
     row: dict[str, Any] = dict(seeds=len(trained), basis="seeds", slope=t, slope_lo=t_lo,
@@ -178,9 +179,9 @@ def trends(cells: pd.DataFrame, axis: str, stat: str = "cv", level: float = 0.95
         key = key if isinstance(key, tuple) else (key,)
         row: dict[str, Any] = dict(zip(others, key, strict=True))
         row["points"] = len(part)
-        seeds = len(_slopes(part, axis, stat))
-        row.update(_by_seeds(part, axis, stat, level) if seeds >= MIN_SEEDS
-                   else _by_rows(part, axis, stat, level, seeds))
+        slopes = _slopes(part, axis, stat)
+        row.update(_by_seeds(part, axis, stat, level, slopes) if len(slopes) >= MIN_SEEDS
+                   else _by_rows(part, axis, stat, level, len(slopes)))
         row["held"] = row["verdict"] == HELD
         if "training_verdict" in row:
             row["training"] = row["training_verdict"] == HELD
