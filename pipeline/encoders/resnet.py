@@ -46,9 +46,10 @@ def _narrow(model: nn.Module, width: int, embed_dim: int) -> None:
     block = torchvision.models.resnet.BasicBlock
     model.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
     model.bn1 = nn.BatchNorm2d(width)
-    model.inplanes = width
+    model.inplanes = width  # type: ignore[assignment]  # a torchvision ResNet (mypy: Module)
     for i in range(4):
-        stage = model._make_layer(block, width * 2 ** i, 2, stride=1 if i == 0 else 2)
+        stage = model._make_layer(  # type: ignore[operator]  # ResNet._make_layer
+            block, width * 2 ** i, 2, stride=1 if i == 0 else 2)
         setattr(model, f"layer{i + 1}", stage)
     model.fc = nn.Linear(8 * width, embed_dim)
     for m in model.modules():

@@ -14,11 +14,19 @@ and under it:
   intervals over seeds, and its cost (training seconds of its cells).
 
 ``diff-<a>--<b>.html`` is :func:`pipeline.release.diff.to_markdown`'s content as HTML.
+
+The front page opens with the findings, before the list of releases: a Markdown document given
+with ``--findings`` (``docs/FINDINGS.md``: each claim's verdict and its evidence), its local
+images embedded, and the table of every paper claim the releases decided or left open (each
+release's ``reports/summary.json``: setting, claim, verdict, seeds, the reason where one is
+given).
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -33,7 +41,8 @@ CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:120
 table{border-collapse:collapse;margin:8px 0 20px}th,td{padding:3px 8px;border-bottom:1px solid
 #ddd;text-align:left}th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:
 tabular-nums}nav{margin-bottom:14px}code{background:#f4f4f4;padding:0 3px}.muted{color:#666}
-figure{margin:0}figure svg{max-width:100%;height:auto}"""
+figure{margin:0}figure svg{max-width:100%;height:auto}img{max-width:100%}
+section.findings{border-bottom:2px solid #ddd;margin-bottom:18px}"""
 
 
 def _page(title: str, body: str, back: str | None = None) -> str:
@@ -155,19 +164,77 @@ def _diff_page(d: Diff, a: str, b: str) -> str:
     return _page(f"Diff {a} → {b}", "".join(parts), "index.html")
 
 
+_IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg",
+                ".jpeg": "image/jpeg"}
+
+
+def _embed_images(body: str, folder: Path) -> str:
+    """Each ``<img src>`` that names a local file (relative to ``folder``) as a data URI, so the
+    page needs nothing beside it; other sources are left as they are."""
+    def embed(match: re.Match[str]) -> str:
+        src = html.unescape(match.group(1))
+        path = folder / src
+        kind = _IMAGE_TYPES.get(path.suffix.lower())
+        if "://" in src or src.startswith("data:") or kind is None or not path.is_file():
+            return match.group(0)
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f'src="data:{kind};base64,{data}"'
+    return re.sub(r'src="([^"]+)"', embed, body)
+
+
+def findings_html(path: Path) -> str:
+    """A findings document (Markdown with tables) as HTML, its local images embedded."""
+    from markdown_it import MarkdownIt
+
+    if not path.is_file():
+        raise ReleaseError(f"--findings {path}: no such file (a Markdown document, e.g. "
+                           "docs/FINDINGS.md)")
+    rendered = MarkdownIt("commonmark").enable("table").render(path.read_text(encoding="utf-8"))
+    return _embed_images(rendered, path.parent)
+
+
+CLAIM_COLUMNS = ("release", "setting", "claim", "verdict", "seeds", "reason")
+
+
+def claims_table(releases: list[Release]) -> pd.DataFrame:
+    """Every paper claim of the releases (``reports/summary.json``'s ``paper_claims``), one row
+    each in :data:`CLAIM_COLUMNS`; empty where no release has one."""
+    rows = []
+    for r in releases:
+        summary = r.path / REPORTS / "summary.json"
+        claims = (json.loads(summary.read_text(encoding="utf-8")).get("paper_claims", [])
+                  if summary.is_file() else [])
+        rows += [{"release": r.name, **{k: c.get(k, "") for k in CLAIM_COLUMNS[1:]}}
+                 for c in claims]
+    return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
+
+
+def _front(releases: list[Release], findings: Path | None) -> str:
+    """What the front page shows before the list of releases: the findings, then the claims."""
+    parts = [f'<section class="findings">{findings_html(findings)}</section>'] if findings else []
+    claims = claims_table(releases)
+    if len(claims):
+        parts.append("<h2>Paper claims in these releases</h2><p class=muted>verdicts over seeds "
+                     "(held, contradicted, unresolved with its reason, or undertrained); each "
+                     "release's reports/paper_tables.md has the intervals</p>" + _table(claims))
+    return "".join(parts)
+
+
 def _with_back_link(page: str, back: str) -> str:
     """The release's leaderboard page with a link back to the release, after ``<body…>``."""
     link = f'<nav style="margin:8px"><a href="{html.escape(back)}">← release</a></nav>'
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + link, page, count=1)
 
 
-def build_site(release_paths: list[Path], out: Path) -> Path:
-    """Write the site for the releases at ``release_paths`` into ``out``; returns its index."""
+def build_site(release_paths: list[Path], out: Path, findings: Path | None = None) -> Path:
+    """Write the site for the releases at ``release_paths`` into ``out``; returns its index.
+    ``findings``: a Markdown document the front page shows first (see the module's text)."""
     releases = sorted((read_release(p) for p in release_paths),
                       key=lambda r: (str(r.manifest.get("created", "")), r.name))
     if not releases:
         raise ReleaseError("no releases to build a site from (pass release folders, or the "
                            "folder that holds them)")
+    front = _front(releases, findings)  # before any file is written: a bad path stops here
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for r in releases:
@@ -203,7 +270,8 @@ def build_site(release_paths: list[Path], out: Path) -> Path:
         diffs.append(f'<li><a href="{name}">{html.escape(before.name)} → '
                      f"{html.escape(after.name)}</a>: "
                      f"{'changes' if d.changed else 'no change'}</li>")
-    body = ("<table><thead><tr><th>release</th><th>created</th><th>commit</th><th>task</th>"
+    body = front + ("<h2>Releases</h2>" if front else "") + (
+            "<table><thead><tr><th>release</th><th>created</th><th>commit</th><th>task</th>"
             f"<th>cells</th><th>failed</th></tr></thead><tbody>{''.join(reversed(rows))}"
             "</tbody></table>")
     if diffs:
