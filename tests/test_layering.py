@@ -124,7 +124,7 @@ REPORT = ROOT / "report"
 REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "ranks", "tables",
                    "table1", "board", "figure_plan", "one_over_k", "papers", "image_rows",
                    "selection", "suite", "suite_tables", "suite_notes", "suite_points",
-                   "trained_enough"}
+                   "trained_enough", "epoch_gap"}
 REPORT_RENDER = {"markdown", "latex", "html", "figures", "cd_diagram", "one_over_k_plot",
                  "simplex", "papers_md", "image_rows_md", "publish", "suite_render",
                  "suite_publish"}

@@ -198,13 +198,17 @@ def build(inputs: Inputs) -> Report:
     if DATASETS[params.data.name].labels != "class" and _asks_for_probe(cfg):
         board = replace(board, notes=(*board.notes, f"Linear probe and weighted kNN: not "
                                       f"computed, {params.data.name} has no class labels."))
-    paper = papers.side_by_side(cells, params.data.name, cfg.level, inputs.records)
+    paper = papers.side_by_side(cells, params.data.name, cfg.level, inputs.records, inputs.stats)
     first = board.sections[0].rows if len(board.sections) > 1 else range(len(board.table))
     best = board.table.iloc[list(first)]
     primary = board.primary.name if board.primary is not None else None
     specs = figure_plan.plan(cells, leaderboard.layer_rows(inputs.stats), inputs.bounds, best,
                              primary, cfg.level)
     specs += figure_plan.fewshot_specs(inputs.fewshot, cells, cfg.level)
+    if paper.image is not None and paper.image.gaps.epoch.nunique() > 1:
+        specs.append(figure_plan.FigureSpec(
+            "gap_vs_epoch", "Contrastive − supervised against epoch (raw held-out embeddings; "
+            "bars: the interval over seeds)", "gap_vs_epoch", paper.image.gaps))
     ranked = ranks.ranks_table(across)
     if across.result is not None and len(ranked) > 1:
         r = across.result.ranking

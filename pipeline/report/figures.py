@@ -202,6 +202,26 @@ def gap_vs_k(df: pd.DataFrame, hue: Sequence[str] = ()) -> Drawing:
     return save(fig)
 
 
+def gap_vs_epoch(gaps: pd.DataFrame) -> Drawing:
+    """Contrastive − supervised against epoch (:func:`pipeline.report.epoch_gap.gap_by_epoch`):
+    one panel per statistic, one line per layer, bars the interval over seeds; zero dotted."""
+    stats = list(dict.fromkeys(gaps.stat))
+    fig, axes = plt.subplots(1, len(stats), figsize=(5 * len(stats), 4), squeeze=False)
+    for ax, stat in zip(axes[0], stats, strict=True):
+        for layer, part in gaps[gaps.stat == stat].groupby("layer", sort=True):
+            part = part.sort_values("epoch")
+            err = np.vstack([part.difference - part.difference_lo,
+                             part.difference_hi - part.difference]).clip(min=0)
+            ax.errorbar(part.epoch, part.difference, yerr=np.nan_to_num(err), marker="o",
+                        capsize=3, label=str(layer))
+        ax.axhline(0, color="grey", linestyle=":", linewidth=1)
+        ax.set(xlabel="epoch", ylabel=f"contrastive − supervised: {_ylabel(stat)}",
+               title=lookup(stat).label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return save(fig)
+
+
 def bound_terms(df: pd.DataFrame, terms: Sequence[str] | None = None,
                 label_cols: Sequence[str] | None = None) -> Drawing:
     """Stacked bars of the bound's terms, one bar per row (positive terms up, negative down);
@@ -304,4 +324,5 @@ DRAW: dict[str, Callable[..., Drawing]] = {
     "metric_vs": metric_vs, "pass_rate_vs_epoch": pass_rate_vs_epoch,
     "fewshot_vs_shots": fewshot_vs_shots,
     "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k,
+    "gap_vs_epoch": gap_vs_epoch,
     "critical_difference": critical_difference, "pareto": pareto}

@@ -97,7 +97,7 @@ def _augment_differs(c: Mapping[str, Any]) -> str:
     a = _aug(c)
     if "crop_scale" not in a:
         return "not image views"
-    grey = c["data"]["name"] == "mnist"
+    grey = c["data"]["name"] in ("mnist", "fashion_mnist", "digits")
     off = [k for k, v in SIMCLR_AUG.items() if a.get(k) != v
            and not (grey and k in ("saturation", "hue", "grayscale_prob"))]
     note = "; grey images: saturation, hue and greyscale do nothing" if grey else ""
@@ -108,9 +108,32 @@ def _steps(c: Mapping[str, Any]) -> int:
     return int(c["train"]["epochs"]) * (int(c["n"]) // int(c["train"]["batch_size"]))
 
 
+def _width(c: Mapping[str, Any]) -> int:
+    """A ResNet-18 cell's width (channels of its first stage; 64 is torchvision's)."""
+    return int((c.get("arch_options") or {}).get("width", 64))
+
+
 def _head_text(c: Mapping[str, Any]) -> str:
-    return f"{c['arch']}, linear head 512 → {c['embed_dim']}" if c["arch"] == "resnet18" else str(
-        c["arch"])
+    if c["arch"] != "resnet18":
+        return str(c["arch"])
+    width = _width(c)
+    return (f"{c['arch']}" + (f" at width {width}" if width != 64 else "")
+            + f", linear head {8 * width} → {c['embed_dim']}")
+
+
+def _encoder_differs(c: Mapping[str, Any]) -> str:
+    if c["arch"] != "resnet18":
+        return "not a ResNet-18"
+    width = _width(c)
+    narrow = (f"; width {width}: stages of {width}–{8 * width} channels, not 64–512"
+              if width != 64 else "")
+    return "the head is one linear map (pipeline/encoders/resnet.py), not an MLP" + narrow
+
+
+def _loss_text(c: Mapping[str, Any]) -> str:
+    if c["k"] is None:  # a loss that reads no k: NT-Xent's negatives are the batch's other views
+        return f"{c['loss']}, all 2B − 2 other views of the batch"
+    return f"{c['loss']}, k = {c['k']}, {c['train']['negatives']} negatives"
 
 
 PROTOCOL = (
@@ -119,9 +142,7 @@ PROTOCOL = (
           lambda c: "" if c["data"]["name"] == "cifar10" and c["n"] == 50000
           else "another data set or fewer images"),
     Point("encoder", "ResNet-18 (CIFAR stem assumed); projection head: SimCLR's 2-layer MLP "
-          "512 → 512 → 128 assumed", "stated / assumed", _head_text,
-          lambda c: "the head is one linear map (pipeline/encoders/resnet.py), not an MLP"
-          if c["arch"] == "resnet18" else "not a ResNet-18"),
+          "512 → 512 → 128 assumed", "stated / assumed", _head_text, _encoder_differs),
     Point("representation", "not stated (\"representations\" of the trained encoder); SimCLR "
           "evaluates h (backbone), InfoNCE acts on z (head)", "assumed",
           lambda c: "both: head (z) and backbone (h; its dead ReLU units, 0 on every held-out "
@@ -141,10 +162,11 @@ PROTOCOL = (
           lambda c: f"{c['tau']:g} ({c['tau_schedule']})",
           lambda c: "" if c["tau"] == 0.5 else "differs"),
     Point("loss", "InfoNCE / NT-Xent, in-batch negatives", "stated / assumed",
-          lambda c: f"{c['loss']}, k = {c['k']}, {c['train']['negatives']} negatives",
+          _loss_text,
           lambda c: "; ".join(n for n in (
               "" if c["loss"] in ("infonce", "nt_xent") else "another loss",
-              "" if c["train"]["negatives"] == "in_batch" else "independent negatives") if n)),
+              "" if c["train"]["negatives"] in ("in_batch", None) else "independent negatives")
+              if n)),
     Point("optimiser", "not stated (SimCLR: LARS; the paper's synthetic runs: Adam 1e-3)",
           "assumed", lambda c: f"{c['train']['optimizer']}, lr {c['train']['lr']:g}",
           lambda c: ""),

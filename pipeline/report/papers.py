@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ import pandas as pd
 from pipeline.datasets.registry import DATASETS
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import METRICS
-from pipeline.report import image_rows
+from pipeline.report import epoch_gap, image_rows
 from pipeline.report.table1 import (
     BETSER_TABLE1,
     STATS,
@@ -329,6 +329,7 @@ class ImageSection:
     dataset: str
     protocol: tuple[dict[str, str], ...]
     comparison: image_rows.ImageComparison
+    gaps: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)  # epoch_gap.gap_by_epoch
 
 
 @dataclass(frozen=True)
@@ -381,13 +382,16 @@ def _setting(ok: pd.DataFrame, name: str, arch: str, objective: str, pub: Publis
 
 
 def side_by_side(board: pd.DataFrame, dataset: str, level: float = 0.95,
-                 records: Mapping[str, Mapping[str, Any]] | None = None) -> PaperTables:
+                 records: Mapping[str, Mapping[str, Any]] | None = None,
+                 stats: pd.DataFrame | None = None) -> PaperTables:
     """The published settings of Betser et al., Table 1 that this grid's cells match, with
     their claims and where the cells depart from the published protocol (the board's grid
     axes, and the cells' resolved configs from ``records``, ``cell.json`` per cell id: epochs,
     negatives, optimiser); and, on image data with contrastive and supervised cells, the
     protocol check (the paper's setting beside the cells' resolved configs) and contrastive vs
-    supervised vs untrained on the head and the backbone (:mod:`pipeline.report.image_rows`)."""
+    supervised vs untrained on the head and the backbone (:mod:`pipeline.report.image_rows`),
+    with the gap at every analysed epoch from ``stats`` (the stats stage's table;
+    :mod:`pipeline.report.epoch_gap`)."""
     ok = ok_cells(board)
     parts = _parts(ok)
     records = records or {}
@@ -398,6 +402,8 @@ def side_by_side(board: pd.DataFrame, dataset: str, level: float = 0.95,
     rows = [r for s in settings for r in s.rows]
     claims = [c.to_json() for s in settings for c in s.claims]
     image = _image_section(ok, dataset, level, records)
+    if image is not None and stats is not None:
+        image = replace(image, gaps=epoch_gap.gap_by_epoch(stats, level))
     for r in image.comparison.table() if image else []:
         setting = f"{dataset} contrastive vs supervised ({r['layer']})"
         rows.append({"setting": setting, **r})

@@ -147,7 +147,26 @@ def _image_lines(image: ImageSection) -> list[str]:
                   "ordering is compared with, not numbers to match.", ""]
     if image.protocol:
         lines += protocol_section(image.protocol)
-    return lines + comparison_section(image.comparison)
+    return lines + comparison_section(image.comparison) + _gap_lines(image.gaps)
+
+
+def _gap_lines(gaps: pd.DataFrame) -> list[str]:
+    """The contrastive − supervised gap at each analysed epoch (:mod:`epoch_gap`); nothing with
+    one epoch or none."""
+    if gaps.empty or gaps.epoch.nunique() < 2:
+        return []
+    head = ["layer", "epoch", "statistic", "seeds", "contrastive", "supervised",
+            "contrastive − supervised [interval over seeds]"]
+    body = [[r.layer, str(r.epoch), METRICS[r.stat].label, str(r.seeds),
+             fmt_stat(r.stat, r.contrastive), fmt_stat(r.stat, r.supervised),
+             f"{fmt_stat(r.stat, r.difference)} [{fmt_stat(r.stat, r.difference_lo)}, "
+             f"{fmt_stat(r.stat, r.difference_hi)}]"] for r in gaps.itertuples()]
+    return ["## The gap over training", "",
+            "Contrastive − supervised at every epoch the stats stage analysed (epoch 0: the "
+            "same initial weights, so no gap), raw held-out embeddings; paired by seed, the mean "
+            "over seeds and its Student-t interval (S − 1 degrees of freedom). Whether the gap "
+            "grows or shrinks as the encoders train (figure: plots/gap_vs_epoch.png).", "",
+            md_table(head, body).rstrip("\n"), ""]
 
 
 def to_markdown(p: PaperTables) -> str:

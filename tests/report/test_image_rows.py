@@ -189,6 +189,22 @@ def test_protocol_rows_read_the_cells_config(tiny_params):
     assert rows["normalisation"]["paper"] == "unnormalised embeddings (Table 1)"
 
 
+def test_protocol_rows_of_a_narrow_nt_xent_cell_on_fashion_mnist(tiny_params):
+    params = _mnist_params(tiny_params)
+    cell = next(c for c in expand(params) if c.objective == "contrastive")
+    config = cell.config()
+    config.update(loss="nt_xent", k=None, arch_options={"small_stem": True, "width": 16})
+    config["train"] = {**config["train"], "negatives": None}
+    config["data"] = {**config["data"], "name": "fashion_mnist"}
+    rows = {r["point"]: r for r in protocol_rows([config])}
+    assert rows["encoder"]["this_run"] == "resnet18 at width 16, linear head 128 → 8"
+    assert rows["encoder"]["note"].endswith("; width 16: stages of 16–128 channels, not 64–512")
+    assert rows["loss"]["this_run"] == "nt_xent, all 2B − 2 other views of the batch"
+    assert rows["loss"]["note"] == ""
+    assert rows["augmentations"]["note"].endswith("grey images: saturation, hue and greyscale "
+                                                  "do nothing")
+
+
 def test_side_by_side_prints_the_mnist_section(tiny_params):
     params = _mnist_params(tiny_params)
     cells = [c for c in expand(params)]
