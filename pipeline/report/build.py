@@ -217,7 +217,9 @@ def build(inputs: Inputs) -> Report:
             f"{across.axis} over {r.blocks_complete} settings; bars join values not separated "
             f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,
             {"cd": r.cd, "groups": r.groups, "name": across.axis}))
-    summary = _summary(cells, board, list(paper.claims), cfg.level)
+    laws = one_over_k.law_over_seeds(inputs.finite_k, inputs.grid, cfg.level)
+    claims = [*paper.claims, *(law.claim(params.data.name) for law in laws)]
+    summary = _summary(cells, board, claims, cfg.level)
     compared = ranks.summary(across)
     if compared:
         summary = replace(summary, extra={**summary.extra, "compare": compared})

@@ -15,9 +15,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.grid import GRID_AXES
 from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope
 from pipeline.search.regime import expansion_regime
-from pipeline.stats.inference import normal_quantile
+from pipeline.stats.inference import (
+    CONTRADICTED,
+    HELD,
+    MIN_SEEDS,
+    UNRESOLVED,
+    Verdict,
+    normal_quantile,
+    side_verdict,
+    too_few_seeds,
+)
+from pipeline.stats.uncertainty import seed_ci
 
 CSV_COLUMNS = ["k", "risk", "ce", "gap", "abs_gap", "gap_se", "window_low", "window_high",
                "k_gap", "k_gap_se", "resolved", "gap_expansion"]
@@ -159,3 +170,87 @@ def analyse(finite_k: pd.DataFrame, grid: pd.DataFrame, level: float) -> OneOver
     entry = {"cell_id": cell, "fit_k_min": k_min, "fit_k_max": k_max, "level": level,
              "resolved_z": RESOLVED_Z, **summary}
     return OneOverK(rows, table, summary, entry, level, normal_quantile(level), k_min)
+
+
+# --- the law over seeds: a verdict about trained encoders (SPEC §7) -----------------------------
+
+LAW_CLAIM = "|CE − R_k| falls like 1/k, not like 1/√k (Whiteley, Proposition 1)"
+SLOW_RATE = -0.5  # the rate the claim is told apart from: log-log slope −1/2
+
+
+@dataclass(frozen=True)
+class SeedLaw:
+    """The law over the seeds of one setting (the grid axes but ``seed`` of its contrastive
+    cells): each seed's measured log-log slope of |CE − R_k| on k (the trained encoder, the
+    sweep's fitted range) and whether its 1/k expansion is in its asymptotic regime
+    (:func:`pipeline.search.regime.expansion_regime`), the Student-t interval of the slopes of
+    the seeds in the regime, and the verdict: the claimed effect is slope − (−1/2) < 0, decided
+    over those seeds (:func:`pipeline.stats.inference.side_verdict`); with fewer than
+    ``MIN_SEEDS`` seeds in the regime it is unresolved, outside the claim's conditions."""
+
+    setting: dict[str, Any]
+    slopes: dict[int, float]
+    in_regime: dict[int, bool]
+    slope: float
+    low: float
+    high: float
+    covers_minus_one: bool
+    verdict: Verdict
+
+    def claim(self, dataset: str) -> dict[str, Any]:
+        """The ``paper_claims`` entry of ``summary.json``."""
+        where = ", ".join(f"{k} = {v}" for k, v in self.setting.items())
+        return {"setting": f"{dataset} trained encoders" + (f" ({where})" if where else ""),
+                "claim": LAW_CLAIM, "tested": self.verdict.decided, "groups": 1,
+                "held": int(self.verdict.value == HELD),
+                "contradicted": int(self.verdict.value == CONTRADICTED), "by_training": None,
+                "verdict": self.verdict.value, "reason": self.verdict.reason,
+                "seeds": len(self.slopes), "slope": _num(self.slope),
+                "slope_lo": _num(self.low), "slope_hi": _num(self.high),
+                "covers_minus_one": self.covers_minus_one,
+                "seed_slopes": {str(s): _num(v) for s, v in self.slopes.items()},
+                "seeds_in_regime": sum(self.in_regime.values()), "seeds_swept": len(self.slopes)}
+
+
+def law_over_seeds(finite_k: pd.DataFrame, grid: pd.DataFrame,
+                   level: float) -> list[SeedLaw]:
+    """:class:`SeedLaw` per setting of the grid's contrastive cells with a trained sweep (none
+    without a sweep or a ``seed`` column)."""
+    if not len(finite_k) or "seed" not in grid or "encoder" not in finite_k:
+        return []
+    swept = grid[grid.cell_id.isin(set(finite_k.cell_id))]
+    if "objective" in swept:
+        swept = swept[swept.objective == "contrastive"]
+    axes = [a for a in GRID_AXES if a in swept and a != "seed" and swept[a].nunique() > 1]
+    groups = swept.groupby(axes, dropna=False) if axes else [((), swept)]
+    trained = finite_k[finite_k.encoder == "trained"]
+    out = []
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        slopes: dict[int, float] = {}
+        regime: dict[int, bool] = {}
+        for cell in part.itertuples():
+            rows = trained[trained.cell_id == cell.cell_id].sort_values("k")
+            if len(rows) < 2:
+                continue
+            entry = fits(rows.assign(encoder="trained"), level)["trained"]
+            slopes[int(cell.seed)] = float(entry["slope"])
+            regime[int(cell.seed)] = entry.get("regime") == "in the asymptotic regime"
+        used = np.array([slopes[s] for s in slopes if regime[s]])
+        ci = seed_ci(used, level) if used.size else None
+        low, high = (ci.low, ci.high) if ci else (math.nan, math.nan)
+        if used.size < MIN_SEEDS:
+            why = (f"outside the claim's conditions: the 1/k expansion is in its asymptotic "
+                   f"regime in {used.size} of {len(slopes)} seeds (pipeline.search.regime)")
+            verdict = Verdict(UNRESOLVED, why if len(slopes) >= MIN_SEEDS
+                              else too_few_seeds(len(slopes)))
+        else:
+            verdict = side_verdict(low - SLOW_RATE, high - SLOW_RATE, -1, int(used.size))
+        out.append(SeedLaw({a: _plain(v) for a, v in zip(axes, key, strict=True)}, slopes,
+                           regime, ci.estimate if ci else math.nan, low, high,
+                           bool(low <= -1.0 <= high), verdict))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
