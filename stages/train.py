@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from pipeline.runtime import memo
-from pipeline.runtime.paths import DATASETS, GRID, RESOLVED
+from pipeline.runtime.paths import DATASETS, GRID, RESOLVED, sqlite_path
 
 
 def memoisable(params: Mapping[str, Any]) -> bool:
@@ -41,9 +41,10 @@ def tracking_db(params: Mapping[str, Any]) -> dict[str, Any]:
     """A local SQLite tracking store's path and whether it exists (a deleted store makes the full
     stage log the done cells again); empty for a tracking server."""
     uri = os.environ.get("MLFLOW_TRACKING_URI") or (params.get("tracking") or {}).get("uri", "")
-    if not str(uri).startswith("sqlite:///"):
+    file = sqlite_path(str(uri))
+    if file is None:
         return {}
-    path = Path(str(uri).removeprefix("sqlite:///"))
+    path = Path(file)
     if not path.is_absolute():  # relative to the project's root, as pipeline.runtime.context
         path = Path(os.environ.get("DVC_ROOT") or ".") / path
     return {"tracking_db": str(path), "exists": path.exists()}

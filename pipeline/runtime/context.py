@@ -32,6 +32,7 @@ from pipeline.runtime.paths import (  # noqa: F401  (re-exported: the stages' pa
     STATS,
     STATS_DETAIL,
     TRACKED,
+    sqlite_path,
 )
 from pipeline.runtime.storage import (
     ObjectPath,
@@ -52,10 +53,11 @@ def tracking_uri(params: Params) -> str:
     """``tracking.uri`` with a relative SQLite path resolved against the project root, so that
     DVC experiments run in a temporary copy log into the project's own database."""
     uri = params.tracking.uri
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
-        return prefix + str(project_root() / uri[len(prefix):])
-    return uri
+    path = sqlite_path(uri)
+    if path is None or Path(path).is_absolute():
+        return uri
+    head, _, rest = uri.partition(":///")  # rest: the path, then any query string
+    return f"{head}:///{project_root() / path}{rest[len(path):]}"
 
 
 def shared_dataset(params: Params) -> Path | ObjectPath:

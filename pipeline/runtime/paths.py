@@ -18,3 +18,15 @@ PROBE = DATA / "probe.parquet"  # linear probe and weighted kNN per cell, state 
 PROBE_FEWSHOT = DATA / "probe_fewshot.parquet"  # few-shot probes per cell, layer, shots, episode
 PROBE_FEWSHOT_SUMMARY = DATA / "probe_fewshot_summary.parquet"  # their means over episodes
 REPORTS = Path("reports")
+
+
+def sqlite_path(uri: str) -> str | None:
+    """The file of a local SQLite tracking URI as SQLAlchemy opens it, or None (a server, another
+    database, an in-memory one). ``sqlite:///mlruns.db`` is ``mlruns.db`` (relative to the
+    working folder), ``sqlite:////abs/m.db`` is ``/abs/m.db``; a driver (``sqlite+pysqlite``) and
+    a query string (``?timeout=30``: options of the connection, not of the path) are allowed."""
+    scheme, sep, rest = uri.partition(":///")
+    if not sep or scheme.split("+", 1)[0] != "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    return path if path and path != ":memory:" else None

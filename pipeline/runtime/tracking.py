@@ -50,6 +50,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from pipeline.runtime import tracking_sql
+from pipeline.runtime.paths import sqlite_path
 from pipeline.runtime.storage import exclusive
 
 _BATCH = 900  # below MLflow's 1000-entity limit per log_batch
@@ -61,9 +62,10 @@ EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 def _first_use(uri: str) -> contextlib.AbstractContextManager[None]:
     """An exclusive lock beside a local SQLite store while a client creates its tables and the
     experiment (two drivers creating one database at once break its schema migration)."""
-    if not uri.startswith("sqlite:///"):
+    path = sqlite_path(uri)
+    if path is None:
         return contextlib.nullcontext()
-    return exclusive(Path(uri.removeprefix("sqlite:///") + ".lock"))
+    return exclusive(Path(path + ".lock"))
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
@@ -322,7 +324,8 @@ def _sqlite_cell_runs(uri: str, experiment: str, with_metrics: bool = True
     them: the active runs with a non-empty ``cell_id`` tag; where two runs have one key, the
     one the search lists last (start time descending, then run id); a metric logged as NaN is
     NaN. A store or experiment that does not exist yet has no runs."""
-    if not Path(uri.removeprefix("sqlite:///")).exists():
+    path = sqlite_path(uri)
+    if path is None or not Path(path).exists():
         return {}
     _use_wal(uri)
     runs, tags, latest = SqlRun.__table__, SqlTag.__table__, SqlLatestMetric.__table__

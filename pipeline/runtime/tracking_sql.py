@@ -17,8 +17,12 @@ validation of every metric, param and tag first:
 
 ``tests/runtime/test_tracking_sql.py`` writes the same runs both ways and compares what
 ``MlflowClient`` reads back (info, tags, params, latest metrics, every metric's history, the
-dataset inputs), so a change of MLflow's schema or of its semantics fails there. Any other
-store (a tracking server) goes through the client (:mod:`pipeline.runtime.tracking`).
+dataset inputs), so a change of MLflow's schema or of its semantics fails there. The tables are
+those of :data:`MLFLOW_TESTED` (``pyproject.toml`` bounds mlflow to it): before writing, each
+transaction compares the database's tables with :data:`SCHEMA` and refuses one that differs
+(:class:`SchemaMismatch`), rather than leave out a column it does not know (MLflow 2.16's
+``inputs`` has no ``step``). Any other store (a tracking server) goes through the client
+(:mod:`pipeline.runtime.tracking`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy
@@ -50,7 +56,24 @@ from mlflow.utils.validation import (
     _validate_param_keys_unique,
 )
 
-SQLITE = "sqlite:///"
+from pipeline.runtime.paths import sqlite_path
+
+MLFLOW_TESTED = "3.17"  # the MLflow whose tables this module writes (pyproject.toml's bound)
+# The columns of the tables written here, as MLflow 3.17 makes them: a database whose columns
+# differ is refused before anything is written (a missing one would be left out of the rows, an
+# extra one left empty, both silently).
+SCHEMA: dict[str, frozenset[str]] = {table: frozenset(columns.split()) for table, columns in {
+    "runs": "run_uuid name source_type source_name entry_point_name user_id status start_time "
+            "end_time source_version lifecycle_stage artifact_uri experiment_id deleted_time",
+    "tags": "key value run_uuid",
+    "params": "key value run_uuid",
+    "metrics": "key value timestamp run_uuid step is_nan",
+    "latest_metrics": "key value timestamp step is_nan run_uuid",
+    "datasets": "dataset_uuid experiment_id name digest dataset_source_type dataset_source "
+                "dataset_schema dataset_profile",
+    "inputs": "input_uuid source_type source_id destination_type destination_id step",
+    "input_tags": "input_uuid name value"}.items()}
+READ = {"experiments": frozenset({"experiment_id", "artifact_location"})}  # may hold more
 _CHUNK = 500  # rows per executemany and run ids per IN (...): well under SQLite's variable limit
 _MAX = 1.7976931348623157e308  # MLflow stores ±inf as the largest finite doubles
 
@@ -77,7 +100,8 @@ def new_run_id() -> str:
 
 
 def is_local_sqlite(uri: str) -> bool:
-    return uri.startswith(SQLITE)
+    """Whether ``uri`` is a SQLite file (``sqlite:///<path>``, a query string allowed)."""
+    return sqlite_path(uri) is not None
 
 
 def _stored(value: float) -> tuple[float, bool]:
@@ -100,6 +124,37 @@ def _validated(run: NewRun) -> None:
     _validate_param_keys_unique(params)
     if run.datasets:
         _validate_dataset_inputs(run.datasets)
+
+
+class SchemaMismatch(RuntimeError):
+    """A tracking database whose tables are not the ones this module writes (:data:`SCHEMA`)."""
+
+
+def check_schema(db: sqlalchemy.Connection, uri: str) -> None:
+    """Raise :class:`SchemaMismatch`, naming the database, each table that differs, its missing
+    and extra columns and the MLflow expected, unless the tables are :data:`SCHEMA` (and
+    :data:`READ` has the columns read)."""
+    inspector = sqlalchemy.inspect(db)
+    present = set(inspector.get_table_names())
+    problems = []
+    for table, expected in {**SCHEMA, **READ}.items():
+        if table not in present:
+            problems.append(f"table {table} is missing")
+            continue
+        found = {column["name"] for column in inspector.get_columns(table)}
+        missing = sorted(expected - found)
+        extra = sorted(found - expected) if table in SCHEMA else []
+        differs = ([f"lacks column(s) {', '.join(missing)}"] if missing else []) + (
+            [f"has extra column(s) {', '.join(extra)}"] if extra else [])
+        if differs:
+            problems.append(f"table {table} {' and '.join(differs)}")
+    if problems:
+        where = Path(sqlite_path(uri) or uri).resolve()
+        raise SchemaMismatch(
+            f"MLflow database {where}: {'; '.join(problems)}: {__name__} writes the tables of "
+            f"MLflow {MLFLOW_TESTED} (installed: mlflow {metadata.version('mlflow')}); install "
+            f"mlflow {MLFLOW_TESTED}.x (pyproject.toml) and upgrade the database (`mlflow db "
+            "upgrade <uri>`), or log to a tracking server")
 
 
 def engine(uri: str) -> sqlalchemy.Engine:
@@ -152,6 +207,7 @@ def create_runs(uri: str, experiment_id: str, runs: Sequence[NewRun]) -> None:
     db_engine = engine(uri)
     try:
         with db_engine.begin() as db:
+            check_schema(db, uri)
             location = db.execute(sqlalchemy.select(experiments.c.artifact_location).where(
                 experiments.c.experiment_id == int(experiment_id))).scalar_one()
             run_rows, tag_rows, param_rows, metric_rows = [], [], [], []
@@ -234,6 +290,7 @@ def log_metrics(uri: str, metrics: Mapping[str, Sequence[Metric]]) -> None:
     db_engine = engine(uri)
     try:
         with db_engine.begin() as db:
+            check_schema(db, uri)
             ids = sorted(metrics)
             active: set[str] = set()
             now: dict[tuple[str, str], dict] = {}

@@ -5,6 +5,7 @@ MLflow's own client calls leave: the same runs written both ways, read back thro
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from mlflow.exceptions import MlflowException
@@ -153,3 +154,98 @@ def test_a_bad_value_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="no such active run"):
         from mlflow.entities import Metric
         tracking_sql.log_metrics(two.uri, {"0" * 32: [Metric("a", 1.0, 0, 0)]})
+
+
+@pytest.mark.parametrize("where", ["relative", "absolute"])
+def test_a_uri_with_a_query_string_holds_one_run_per_cell(where, tmp_path, monkeypatch):
+    """``?timeout=30`` is an option of SQLite's connection, not part of the file's name: a second
+    sync of the same cells finds their runs (it made 6 runs of 3 cells when the path check took
+    the query for the name)."""
+    monkeypatch.chdir(tmp_path)  # a relative path is the working folder's, as SQLAlchemy's
+    path = "mlruns.db" if where == "relative" else str(tmp_path / "mlruns.db")
+    uri = f"sqlite:///{path}?timeout=30"
+    for _ in range(2):  # the train driver's sync, twice: the runs it finds are not created again
+        tracker = Tracker(uri, "exp")
+        record_cells(tracker, tracker.start_parent("train", {}), CELLS, tracker.cell_run_refs())
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([tracker.experiment_id], "tags.cell_id != ''")
+    assert sorted(r.data.tags["cell_id"] for r in runs) == ["c1", "c2", "c3"]
+    assert sorted(tracker.cell_run_refs()) == sorted(run_key(r["cell_id"], "v1") for r, _ in CELLS)
+    assert set(cell_metrics(uri, "exp")) == set(tracker.cell_run_refs())
+    assert not [p.name for p in tmp_path.iterdir() if "?" in p.name]  # no file named by the query
+    assert (tmp_path / "mlruns.db").is_file() and (tmp_path / "mlruns.db.lock").exists()
+
+
+def test_every_form_of_a_sqlite_uri_names_its_file(tiny_params, tmp_path, monkeypatch):
+    from pipeline.config import from_mapping
+    from pipeline.runtime import context
+    from pipeline.runtime.paths import sqlite_path
+    from stages.train import tracking_db
+
+    assert sqlite_path("sqlite:///mlruns.db?timeout=30") == "mlruns.db"
+    assert sqlite_path("sqlite:////abs/m.db?timeout=30&uri=true") == "/abs/m.db"
+    assert sqlite_path("sqlite:///m.db") == "m.db"
+    for other in ("sqlite://", "sqlite:///:memory:", "http://127.0.0.1:5000", "postgresql:///m",
+                  "file:///tmp/mlruns", "mlruns"):
+        assert sqlite_path(other) is None, other
+    monkeypatch.setattr(context, "project_root", lambda: tmp_path)
+    tiny_params["tracking"]["uri"] = "sqlite:///m.db?timeout=30"
+    params = from_mapping(tiny_params)
+    assert context.tracking_uri(params) == f"sqlite:///{tmp_path / 'm.db'}?timeout=30"
+    (tmp_path / "m.db").touch()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    assert tracking_db({"tracking": {"uri": "sqlite:///m.db?timeout=30"}}) == {
+        "tracking_db": "m.db", "exists": True}
+
+
+def _drop(uri: str, statement: str) -> None:
+    """Change a real MLflow database's tables as another MLflow version would have them."""
+    engine = tracking_sql.engine(uri)
+    with engine.begin() as db:
+        db.exec_driver_sql(statement)
+    engine.dispose()
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ("ALTER TABLE inputs DROP COLUMN step", "table inputs lacks column(s) step"),
+    ("ALTER TABLE runs ADD COLUMN workspace VARCHAR(63)",
+     "table runs has extra column(s) workspace"),
+])
+def test_a_database_of_another_schema_is_refused_before_anything_is_written(change, says,
+                                                                            tmp_path):
+    """MLflow 2.16's ``inputs`` has no ``step``: the rows were written without it, silently."""
+    _, two, _, p2 = _both(tmp_path)
+    (run_id,) = record_cells(two, p2, CELLS[:1], {})  # the schema this module writes: accepted
+    _drop(two.uri, change)
+    expected = re.escape(f"MLflow database {tmp_path / 'bulk.db'}: {says}: pipeline.runtime."
+                         f"tracking_sql writes the tables of MLflow {tracking_sql.MLFLOW_TESTED} "
+                         "(installed: mlflow ")
+    with pytest.raises(tracking_sql.SchemaMismatch, match=expected):
+        record_cells(two, p2, CELLS[1:], {})
+    from mlflow.entities import Metric
+    with pytest.raises(tracking_sql.SchemaMismatch, match=re.escape(says)):
+        tracking_sql.log_metrics(two.uri, {run_id: [Metric("r1", 0.5, 0, 0)]})
+    assert sorted(two.cell_run_refs()) == [run_key("c1", "v1")]  # nothing more was written
+    # (read from the tables: MLflow's own client cannot read a run of the changed schema)
+    assert "r1" not in cell_metrics(two.uri, "exp")[run_key("c1", "v1")][1]
+
+
+def test_mlflow_is_bounded_to_the_version_whose_tables_are_written():
+    from importlib import metadata
+    from pathlib import Path
+
+    from mlflow.store.tracking.dbmodels import models
+
+    tested = tracking_sql.MLFLOW_TESTED
+    major, minor = (int(x) for x in tested.split("."))
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'"mlflow>={tested},<{major}.{minor + 1}"' in pyproject
+    assert metadata.version("mlflow").startswith(f"{tested}.")
+    # the installed MLflow's models are the schema written (a new column there fails here first)
+    tables = {t: {c.name for c in getattr(models, m).__table__.columns} for t, m in (
+        ("runs", "SqlRun"), ("tags", "SqlTag"), ("params", "SqlParam"), ("metrics", "SqlMetric"),
+        ("latest_metrics", "SqlLatestMetric"), ("datasets", "SqlDataset"),
+        ("inputs", "SqlInput"), ("input_tags", "SqlInputTag"))}
+    assert tables == tracking_sql.SCHEMA
