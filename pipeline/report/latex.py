@@ -9,38 +9,14 @@ Best values are bold, values not significantly different from the best underline
 
 from __future__ import annotations
 
-import unicodedata
-
 from pipeline.metrics import Metric
 from pipeline.report.board import Board
 from pipeline.report.render import Entry, axis_header, fmt_value
+from pipeline.report.tex_escape import escape
+
+__all__ = ["PACKAGES", "escape", "tabular", "to_latex"]
 
 PACKAGES = ("booktabs", "graphicx")
-_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-            "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-            "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-_SYMBOLS = {"±": r"$\pm$", "†": r"$^{\dagger}$", "‡": r"$^{\ddagger}$", "–": "--", "—": "---",
-            "−": "$-$", "τ": r"$\tau$", "φ": r"$\varphi$", "Δ": r"$\Delta$", "°": r"$^{\circ}$",
-            "↑": r"$\uparrow$", "↓": r"$\downarrow$", "≥": r"$\geq$", "≤": r"$\leq$",
-            "∈": r"$\in$", "≈": r"$\approx$", "×": r"$\times$", "·": r"$\cdot$", "²": r"$^2$",
-            "‖": r"$\|$", "…": r"\ldots{}", "∝": r"$\propto$", "√": r"$\surd$"}
-
-
-def escape(text: str) -> str:
-    """Plain text to LaTeX: special characters escaped, the report's symbols to math, other
-    non-ASCII characters to their closest ASCII letters."""
-    out = []
-    for ch in str(text):
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch in _SYMBOLS:
-            out.append(_SYMBOLS[ch])
-        elif ord(ch) < 128:
-            out.append(ch)
-        else:
-            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            out.append(plain or "?")
-    return "".join(out)
 
 
 def _axis(axis: str) -> str:

@@ -10,19 +10,18 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.report.latex import escape
 from pipeline.report.markdown import table as md_table
 from pipeline.report.render import fmt_bounds, fmt_value, is_missing, pct, text_columns
 from pipeline.report.suite import SuiteBoard
+from pipeline.report.tex_escape import escape
 
 Table = tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]
 MISSING = "missing"  # a loss without a score on a task
-_TEX_GREEK = {"α": r"$\alpha$", "χ": r"$\chi$"}  # in the notes; latex.escape lacks them
 
 
 def tex(text: str) -> str:
-    """Plain text to LaTeX (:func:`pipeline.report.latex.escape`, and the notes' α and χ)."""
-    return "".join(_TEX_GREEK.get(ch) or escape(ch) for ch in str(text))
+    """Plain text to LaTeX, every symbol kept (:func:`pipeline.report.tex_escape.escape`)."""
+    return escape(text)
 
 
 def _num(value: Any, digits: str = "") -> str:

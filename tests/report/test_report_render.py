@@ -111,7 +111,8 @@ def test_latex_balanced_booktabs(board_obj):
 def test_latex_escape_and_label(board_obj):
     assert escape("a_b & 50% #1 $x$ {y} ~^\\") == (
         r"a\_b \& 50\% \#1 \$x\$ \{y\} \textasciitilde{}\textasciicircum{}\textbackslash{}")
-    assert escape("τ ≥ 0.5 ↑ Δ −1° é") == r"$\tau$ $\geq$ 0.5 $\uparrow$ $\Delta$ $-$1$^{\circ}$ e"
+    assert escape("τ ≥ 0.5 ↑ Δ −1° é") == (
+        r"$\tau$ $\geq$ 0.5 $\uparrow$ $\Delta$ $-$1$^{\circ}$ \'{e}")
     with pytest.raises(ValueError, match="label = 'my label'"):
         to_latex(board_obj, "my label")
 
