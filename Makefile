@@ -20,7 +20,7 @@ export MALLOC_MMAP_THRESHOLD_ ?= 1000000000
 export MALLOC_TRIM_THRESHOLD_ ?= 1000000000
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test bench lint typecheck clean-outputs clean-store
+.PHONY: run test bench lint typecheck docs clean-outputs clean-store
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -46,6 +46,11 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# The screenshots in docs/ (the release site in headless Chromium); a test run writes none of them.
+docs: $(STAMP)
+	CBENCH_DOCS_SHOTS=1 PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider \
+	  tests/release/test_release_site_chromium.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

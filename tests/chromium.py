@@ -69,8 +69,18 @@ class DevTools:
         return res["result"].get("value")
 
     def wait_for(self, expression: str, timeout: float = 20) -> None:
+        """Poll ``expression`` until it is truthy. While a click's navigation is under way the
+        page's context goes away ("Inspected target navigated or closed", "Cannot find
+        context"): that is the wait, not a failure, so it is polled again."""
         deadline = time.monotonic() + timeout
-        while not self.evaluate(expression):
+        while True:
+            try:
+                if self.evaluate(expression):
+                    return
+            except RuntimeError as err:
+                if not any(m in str(err) for m in ("navigated or closed", "Cannot find context",
+                                                   "Execution context was destroyed")):
+                    raise
             if time.monotonic() > deadline:
                 raise TimeoutError(expression)
             time.sleep(0.05)

@@ -25,6 +25,7 @@ from pipeline.plugins import FILE_MODULE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 THREADS_ENV = "CBENCH_TEST_THREADS"
+_TRACKED = pytest.StashKey[dict[str, str] | None]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,6 +43,50 @@ def pytest_configure(config: pytest.Config) -> None:
     import torch
 
     torch.set_num_threads(int(value))
+
+
+def tracked_state(root: Path = ROOT) -> dict[str, str] | None:
+    """Each tracked file of the checkout at ``root`` that differs from HEAD, with a digest of
+    its content (None outside a git checkout): what a test run must leave as it found it."""
+    import hashlib
+
+    try:
+        out = subprocess.run(["git", "-C", str(root), "diff", "--name-only", "HEAD"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    state = {}
+    for name in out.splitlines():
+        path = root / name
+        state[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "gone"
+    return state
+
+
+def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The files whose state (:func:`tracked_state`) differs between two moments."""
+    return sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        session.config.stash[_TRACKED] = tracked_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test changed a tracked file of the checkout (a screenshot written
+    into docs/, a rewritten dvc.lock): outputs belong in tmp_path; docs come from `make docs`."""
+    before = session.config.stash.get(_TRACKED, None)
+    if hasattr(session.config, "workerinput") or before is None:
+        return
+    changed = changed_files(before, tracked_state() or {})
+    if os.environ.get("CBENCH_DOCS_SHOTS") == "1":  # `make docs` writes the screenshots
+        changed = [n for n in changed if not n.startswith("docs/")]
+    if changed:
+        session.config.get_terminal_writer().line(
+            f"the test run changed tracked files of the checkout: {', '.join(changed)} "
+            "(tests write into tmp_path; `make docs` regenerates the screenshots in docs/)",
+            red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_report_header(config: pytest.Config) -> str:
