@@ -7,9 +7,12 @@ per section, so each stage reruns exactly when a section it reads changes and ``
 lists the grid and the metrics rather than every option.
 
 DVC runs this stage on every ``dvc repro`` (it reads the profile, which DVC does not track).
+The files the params name (a data set's, a pretrained tower's weights, a plugin file) must be
+readable (:mod:`pipeline.config.files`): a missing one is refused here, not at train time.
 When the params, the profile, the code and the environment are those of the last successful
-run and its two outputs are untouched, it says so and stops before importing the validation
-(:mod:`pipeline.runtime.memo`): a rerun with nothing to do costs an interpreter's start.
+run, its two outputs are untouched and the files the params name are still readable, it says so
+and stops before importing the validation (:mod:`pipeline.runtime.memo`): a rerun with nothing
+to do costs an interpreter's start.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
+from pipeline.readable import unreadable
 from pipeline.runtime import memo
 from pipeline.runtime.paths import RESOLVED, TRACKED
 
@@ -30,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     profile = f" (profile {args.profile})" if args.profile else ""
     inputs = [args.params, *([args.profile] if args.profile else [])]
     memo_key = memo.key("resolve", inputs, {"params": args.params, "profile": args.profile})
-    if (info := memo.fresh("resolve", memo_key)) is not None:
+    info = memo.fresh("resolve", memo_key)
+    if info is not None and not any(unreadable(Path(path), kind)  # as the full check reads them
+                                    for path, kind in info.get("files", [])):
         print(f"params ok: {info['cells']} cells{profile}; unchanged since the last resolve")
         return 0
     memo.forget("resolve")
@@ -38,11 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
 
     from pipeline.config import ConfigError, expand, load
+    from pipeline.config.files import needed
     from pipeline.config.tracked import tracked
     from pipeline.runtime.storage import atomic_write_bytes
 
     try:
-        params = load(args.params, args.profile)
+        params = load(args.params, args.profile, check_files=True)
         cells = expand(params)
     except ConfigError as err:
         given = args.params + (f" + {args.profile}" if args.profile else "")
@@ -54,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         text = yaml.safe_dump(content, sort_keys=False)
         atomic_write_bytes(path, f"{header}; do not edit\n{text}".encode())
     if not resolved.get("plugins"):  # a plugin's code is outside what the memo's key covers
-        memo.save("resolve", memo_key, files=[RESOLVED, TRACKED], info={"cells": len(cells)})
+        named = [[str(n.path), n.kind] for _, _, files in needed(params) for n in files]
+        memo.save("resolve", memo_key, files=[RESOLVED, TRACKED],
+                  info={"cells": len(cells), "files": named})
     print(f"params ok: {len(cells)} cells{profile}")
     return 0
 

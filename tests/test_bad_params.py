@@ -12,6 +12,7 @@ import yaml
 
 from pipeline.config import load
 from stages import resolve
+from tests.conftest import ROOT
 
 DELETE = object()
 TWO_LOSSES = {"grid.loss": ["infonce", "weince"], "grid.k": [4]}
@@ -149,6 +150,34 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
      "needs at least 2 k's of the sweep in that range"),
     ("cpus-above-the-machine", {"compute.num_cpus": 4096},
      "compute.num_cpus = 4096: a cell's task would never start on the local Ray instance"),
+    # the files the params name (issue 46): the key, the path as resolved (relative ones from the
+    # repository root) and how to get it; the other cases are tests/test_named_files.py's
+    ("mnist-files-missing", {"data.name": "mnist", "data.options": {"path": "no/such/mnist"},
+                             "data.augment": {}},
+     f"data.options.path = 'no/such/mnist': MNIST folder not found at {ROOT}/no/such/mnist; "
+     "download t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz"),
+    ("fashion-mnist-files-missing", {"data.name": "fashion_mnist", "data.augment": {},
+                                     "data.options": {"path": "/no/such/fashion"}},
+     "data.options.path = '/no/such/fashion': Fashion-MNIST folder not found at "
+     "/no/such/fashion; apt-get install dataset-fashion-mnist"),
+    ("cifar10-files-missing", {"data.name": "cifar10", "data.options": {"path": "/no/cifar"},
+                               "data.augment": {}},
+     "data.options.path = '/no/cifar': CIFAR-10 folder not found at /no/cifar; download "
+     "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
+    ("dino-weights-missing", {"data.name": "digits", "data.options": {}, "data.augment": {},
+                              "grid.arch": ["dino"],
+                              "arch_options": {"dino": {"weights": "models/no-such-dino.pt"}}},
+     f"arch_options.dino.weights = 'models/no-such-dino.pt': weights file not found at {ROOT}/"
+     "models/no-such-dino.pt; on a machine with internet run `m = timm.create_model("
+     "'vit_small_patch16_224.dino', pretrained=True"),
+    ("clip-weights-missing", {"data.name": "digits", "data.options": {}, "data.augment": {},
+                              "grid.arch": ["clip"],
+                              "arch_options": {"clip": {"weights": "/no/such/clip.pt"}}},
+     "arch_options.clip.weights = '/no/such/clip.pt': weights file not found at "
+     "/no/such/clip.pt; on a machine with internet run `model, _, _ = open_clip."
+     "create_model_and_transforms('ViT-B-32'"),
+    ("plugin-file-missing", {"plugins": ["no_such_plugin.py"]},
+     "plugins[0] = 'no_such_plugin.py': plugin file not found at /"),
 ]
 
 

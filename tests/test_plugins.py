@@ -60,5 +60,6 @@ def test_errors_name_the_entry_and_the_cause(tmp_path, registry):
     with pytest.raises(ValueError, match=r"plugins\[0\] = 'no_such_module_xyz': cannot import "
                                           r"it: ModuleNotFoundError"):
         load_plugins(["no_such_module_xyz"])
-    with pytest.raises(ValueError, match=r"plugins\[0\] = '.*missing.py': cannot import it"):
+    with pytest.raises(ValueError, match=r"plugins\[0\] = '.*missing.py': plugin file not "
+                                          r"found at .*missing.py"):
         load_plugins([str(tmp_path / "missing.py")])

@@ -2,7 +2,8 @@
 
 Order: read the YAML (errors name the file, line and column); lay the profile over it; import
 the plugins it names (once, before validation, so their losses are registered); validate every
-section, every entry's options and every rule across keys, reporting all problems at once.
+section, every entry's options and every rule across keys, and for ``resolve`` the files the
+params name (:mod:`pipeline.config.files`), reporting all problems at once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from pipeline.config import files
 from pipeline.config.entries import validate_options, validation_lines
 from pipeline.config.rules import check
 from pipeline.config.sections import Params
@@ -112,8 +114,10 @@ def _options(p: Params) -> tuple[dict[str, Any], list[str]]:
     return out, problems
 
 
-def from_mapping(raw: Mapping[str, Any]) -> Params:
-    """Validate a raw params mapping into :class:`Params` with every option filled in.
+def from_mapping(raw: Mapping[str, Any], *, check_files: bool = False) -> Params:
+    """Validate a raw params mapping into :class:`Params` with every option filled in; with
+    ``check_files``, the files and folders it names must be readable too (``resolve``'s check
+    before any work: :mod:`pipeline.config.files`).
 
     Plugins are not imported here (see :func:`load`): a loss they register must be registered
     before this is called.
@@ -126,13 +130,18 @@ def from_mapping(raw: Mapping[str, Any]) -> Params:
                               "pipeline/config/sections.py"))) from None
     resolved, problems = _options(params)
     problems += check(params)
+    full = params.model_copy(update=resolved)
+    if check_files:
+        problems += files.problems(full)
     if problems:
         raise ConfigError("\n".join(problems))
-    return params.model_copy(update=resolved)
+    return full
 
 
-def load(path: str | Path = "params.yaml", profile: str | Path | None = None) -> Params:
-    """Load ``path``, lay ``profile`` over it when given, import its plugins, and validate."""
+def load(path: str | Path = "params.yaml", profile: str | Path | None = None, *,
+         check_files: bool = False) -> Params:
+    """Load ``path``, lay ``profile`` over it when given, import its plugins, and validate (with
+    ``check_files``, the files it names too: :func:`from_mapping`)."""
     raw = read_yaml(path)
     if profile:
         raw = merge(raw, read_yaml(profile))
@@ -142,7 +151,7 @@ def load(path: str | Path = "params.yaml", profile: str | Path | None = None) ->
             load_plugins(plugins)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-    return from_mapping(raw)
+    return from_mapping(raw, check_files=check_files)
 
 
 def grid_spec(params: Params) -> GridSpec:
