@@ -127,7 +127,7 @@ REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "rank
                    "trained_enough", "epoch_gap"}
 REPORT_RENDER = {"markdown", "latex", "html", "figures", "cd_diagram", "one_over_k_plot",
                  "simplex", "papers_md", "image_rows_md", "publish", "suite_render",
-                 "suite_publish"}
+                 "suite_publish", "tex_escape"}
 REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only
 # inference and fitting: what a render module may not import
 INFERENCE = ("scipy", "statsmodels", "pipeline.stats", "pipeline.search", "pipeline.bounds")

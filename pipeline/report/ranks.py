@@ -30,6 +30,15 @@ PAIRS_COLUMNS = ("a", "b", "p_a_better", "p_a_better_lo", "p_a_better_hi", "bloc
                  "wilcoxon_holm")
 
 
+def gating_note(csv: str = "pairs.csv") -> str:
+    """The note saying which of ``csv``'s decisions the omnibus test gates, and why."""
+    return (f"In {csv}, nemenyi is gated by the omnibus test (it says differs only when "
+            "Iman–Davenport rejects at α: Demšar's two-step procedure, whose post-hoc test "
+            "follows a rejection); wilcoxon_holm is not (Holm's step-down already controls the "
+            "family-wise error over all pairs; Benavoli et al. 2016). The tiers are gated too, "
+            "whichever post-hoc test draws them.")
+
+
 @dataclass(frozen=True)
 class CrossComparison:
     """The comparison of the values of ``axis`` over the blocks of ``block_axes``.
@@ -109,7 +118,8 @@ def ranks_table(cc: CrossComparison) -> pd.DataFrame:
 
 
 def pairs_table(cc: CrossComparison) -> pd.DataFrame:
-    """``pairs.csv``: one row per pair, a before b in rank order."""
+    """``pairs.csv``: one row per pair, a before b in rank order. ``nemenyi`` is gated by the
+    omnibus test, ``wilcoxon_holm`` is not (:func:`gating_note` says why)."""
     if cc.result is None:
         return pd.DataFrame(columns=list(PAIRS_COLUMNS))
     r, rows = cc.result.ranking, []
@@ -179,7 +189,8 @@ def notes(cc: CrossComparison) -> list[str]:
     lines = [f"Tier: {cc.axis} values that the {r.blocks_complete} settings ({over}; seeds "
              f"averaged) cannot tell apart on {m.label} ({m.better} is better): {test}; "
              f"Nemenyi CD = {fmt_value(r.cd)} mean ranks; {verdict}. The # column ranks "
-             "within this table only; ranks.csv, pairs.csv and the CD diagram have the rest."]
+             "within this table only; ranks.csv, pairs.csv and the CD diagram have the rest.",
+             gating_note()]
     if cc.result.seeds < 2:
         lines.append("IQM and P(A > B) intervals: one seed per cell, so none (they are over "
                      "seeds).")

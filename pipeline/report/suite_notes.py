@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.metrics import Metric
-from pipeline.report.ranks import CrossComparison, tiers_text
+from pipeline.report.ranks import CrossComparison, gating_note, tiers_text
 from pipeline.report.render import fmt_value, pct
 from pipeline.report.suite_tables import CompleteRanking, TaskInfo
 
@@ -130,5 +130,5 @@ def notes(infos: Sequence[TaskInfo], per_task: pd.DataFrame, cross: CrossCompari
     losses = list(dict.fromkeys(per_task["loss"]))
     labelled = [t.name for t in infos if t.labelled]
     return (*_over_notes(infos, metric, level, seeds), *_missing_notes(per_task, cross, types),
-            _test_note(cross), _cd_note(complete, losses),
+            _test_note(cross), gating_note("suite_pairs.csv"), _cd_note(complete, losses),
             *_figure_notes(metric, level, pareto, fewshot, labelled))

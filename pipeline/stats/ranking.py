@@ -167,7 +167,9 @@ class PairTest:
     nemenyi_differs: |R_a − R_b| ≥ CD and the omnibus test rejected; wilcoxon_statistic /
     wilcoxon_p: the two-sided signed-rank test of the seed means over the ``blocks`` blocks where
     both are present (zero differences split between the signs, Demšar's convention); holm_p:
-    that p adjusted by Holm over all pairs; wilcoxon_differs: holm_p < alpha.
+    that p adjusted by Holm over all pairs; wilcoxon_differs: holm_p < alpha, not gated by the
+    omnibus test (Holm's step-down already controls the family-wise error over all pairs;
+    Benavoli et al. 2016), while Nemenyi's is (Demšar's two-step procedure).
     """
 
     a: str
