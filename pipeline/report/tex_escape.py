@@ -36,7 +36,8 @@ MATH = {"±": r"\pm", "∓": r"\mp", "−": "-", "×": r"\times", "·": r"\cdot"
         "⇒": r"\Rightarrow", "↑": r"\uparrow", "↓": r"\downarrow", "∑": r"\sum",
         "∂": r"\partial", "∇": r"\nabla", "⌊": r"\lfloor", "⌋": r"\rfloor", "ℓ": r"\ell",
         "φ": r"\varphi", "ϕ": r"\phi", "ε": r"\varepsilon", "ϵ": r"\epsilon", "ς": r"\varsigma",
-        "ϑ": r"\vartheta", "µ": r"\mu"}
+        "ϑ": r"\vartheta", "µ": r"\mu", "⊕": r"\oplus", "⊥": r"\perp", "⋯": r"\cdots",
+        "⟨": r"\langle", "⟩": r"\rangle", "▸": r"\triangleright"}
 # rule 4: symbols set as superscripts
 RAISED = {"†": r"\dagger", "‡": r"\ddagger", "°": r"\circ"}
 # rule 3: the Greek capitals LaTeX draws unlike Latin ones

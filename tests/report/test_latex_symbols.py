@@ -24,7 +24,7 @@ from pipeline.report.compare import compare_to_baseline
 from pipeline.report.latex import PACKAGES, to_latex
 from pipeline.report.suite import TaskInput, suite_board
 from pipeline.report.suite_render import to_latex as suite_to_latex
-from pipeline.report.tex_escape import escape
+from pipeline.report.tex_escape import MATH, RAISED, TEXT, escape
 from tests.report.synthetic import ROOT, synthetic_cells
 
 PDFLATEX, PDFTOTEXT = shutil.which("pdflatex"), shutil.which("pdftotext")
@@ -146,3 +146,30 @@ def test_a_character_without_a_rule_is_refused_not_dropped():
         escape("a 中")
     with pytest.raises(ValueError, match=r"U\+2603 SNOWMAN"):
         escape("☃")
+
+
+def test_every_symbol_in_the_report_and_stats_code_has_a_latex_form():
+    """Any non-ASCII character a sentence of pipeline/report or pipeline/stats could carry (all
+    their source, docstrings included; html.py's page controls and lone combining accents
+    aside) escapes without an error."""
+    pipeline = ROOT / "pipeline"
+    files = [*(pipeline / "report").glob("*.py"), *(pipeline / "stats").glob("*.py"),
+             pipeline / "metrics.py"]
+    chars = {c for f in files if f.name != "html.py" for c in f.read_text(encoding="utf-8")
+             if not c.isascii() and not unicodedata.combining(c)}
+    assert {"χ", "α", "τ", "Δ", "²"} <= chars
+    refused = []
+    for c in sorted(chars):
+        try:
+            escape(c)
+        except ValueError:
+            refused.append(f"{c} U+{ord(c):04X}")
+    assert not refused, refused
+
+
+@pytest.mark.slow
+@needs_tex
+def test_every_mapped_symbol_compiles_and_reads_back_without_a_question_mark(tmp_path):
+    symbols = [c for c in (*TEXT, *MATH, *RAISED) if not c.isascii() and not c.isspace()]
+    text = pdf_text("symbols.tex", escape(" ".join(symbols)) + "\n", tmp_path)
+    assert "?" not in text and len(squeeze(text)) >= len(symbols)
