@@ -13,8 +13,11 @@ seed; the blocks it lacks are left out and counted (``blocks_missing``), never f
   every method independently, as many seeds as the method has there, with replacement; blocks
   are kept. So the interval is over **seeds** (training variation) given the blocks; with one seed
   per cell there is no such variation and its bounds are NaN.
-- Mean win rate (HELM, Liang et al. 2022): the fraction of (block, other method) pairs, over the
-  blocks where both are present, in which the method's seed mean is better; a tie counts ½.
+- Mean win rate (HELM, Liang et al. 2022): per block, the fraction of the other methods present
+  there that the method's seed mean beats (a tie counts ½); then the mean over the blocks where
+  the method and at least one other are present, each block weighing the same. Pooling every
+  (block, other method) pair instead weighs a block by how many methods it has, and differs
+  from HELM's when blocks are missing a method.
 - Borda count (MTEB): Σ_i (m − r_ij) over the complete blocks (the blocks ``ranking`` uses).
 
 Pure numpy/scipy; every draw from the ``rng`` passed in.
@@ -89,22 +92,22 @@ def _cells(arr: np.ndarray, j: int) -> list[np.ndarray]:
 
 
 def win_rates(means: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """``(m,)`` HELM mean win rate of ``(N, m)`` seed means (NaN: missing; ties ½)."""
-    signed = means if higher_is_better else -means
-    m = means.shape[1]
-    out = np.full(m, np.nan)
-    for j in range(m):
-        wins = total = 0.0
-        for k in range(m):
-            if k == j:
-                continue
-            both = np.isfinite(signed[:, j]) & np.isfinite(signed[:, k])
-            a, b = signed[both, j], signed[both, k]
-            wins += float(np.sum(a > b) + 0.5 * np.sum(a == b))
-            total += float(both.sum())
-        if total:
-            out[j] = wins / total
-    return out
+    """``(m,)`` HELM mean win rate of ``(N, m)`` seed means (NaN: missing; ties ½): per block,
+    the fraction of the other methods present that a method beats, averaged over the blocks
+    where it and another method are present (NaN where there is none)."""
+    signed = np.where(np.isfinite(means), means if higher_is_better else -means, np.nan)
+    present = np.isfinite(signed)
+    a, b = signed[:, :, None], signed[:, None, :]
+    with np.errstate(invalid="ignore"):
+        beats = (a > b) + 0.5 * (a == b)  # (N, m, m): method j against method k in block i
+    pair = present[:, :, None] & present[:, None, :]
+    pair &= ~np.eye(signed.shape[1], dtype=bool)[None]
+    others = pair.sum(axis=2)  # (N, m): other methods present beside j in block i
+    wins = np.where(pair, beats, 0.0).sum(axis=2)
+    counted = others > 0
+    per_block = np.where(counted, wins / np.maximum(others, 1), 0.0)
+    blocks = counted.sum(axis=0)
+    return np.where(blocks > 0, per_block.sum(axis=0) / np.maximum(blocks, 1), np.nan)
 
 
 def aggregate_methods(scores: np.ndarray, methods: tuple[str, ...] | list[str],

@@ -92,6 +92,35 @@ def test_win_rate_and_borda_against_loops_and_mean_rank():
     np.testing.assert_allclose([a.borda for a in agg], (m - r).sum(axis=0), rtol=1e-12)
 
 
+def test_win_rate_is_helms_mean_over_blocks_when_blocks_are_missing():
+    """HELM (Liang et al. 2022): per block, the share of the other methods present that a
+    method beats; then the mean over blocks, each block the same weight. Written as a loop
+    from that definition, and a hand-computed case where pooling the pairs differs."""
+    rng = np.random.default_rng(5)
+    x = np.round(rng.normal(size=(7, 5)), 1)
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[6] = np.nan
+    x[6, 2] = 1.0  # a block with one method: no other method to beat there
+    loop = np.full(5, np.nan)
+    for j in range(5):
+        shares = []
+        for i in range(7):
+            others = [k for k in range(5) if k != j and np.isfinite(x[i, k])]
+            if np.isfinite(x[i, j]) and others:
+                shares.append(np.mean([(x[i, j] > x[i, k]) + 0.5 * (x[i, j] == x[i, k])
+                                       for k in others]))
+        if shares:
+            loop[j] = np.mean(shares)
+    np.testing.assert_allclose(win_rates(x, True), loop, rtol=1e-12)
+    np.testing.assert_allclose(win_rates(-x, False), loop, rtol=1e-12)
+    # block 0: a beats b and c; block 1: a loses to b, c absent. HELM: (1 + 0) / 2 = 0.5;
+    # pooled pairs: 2 wins of 3 = 0.667
+    small = np.array([[3.0, 2.0, 1.0], [1.0, 2.0, np.nan]])
+    assert win_rates(small, True)[0] == pytest.approx(0.5)
+    assert win_rates(small, True)[2] == pytest.approx(0.0)
+    assert np.isnan(win_rates(np.array([[1.0, np.nan]]), True)).all()
+
+
 def test_missing_blocks_are_left_out_and_counted():
     x = np.random.default_rng(12).normal(size=(5, 3, 2))
     x[1, 0, :] = np.nan  # a has nothing on block 1
