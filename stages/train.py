@@ -9,11 +9,13 @@ failing cell does not stop the grid: the report stage lists it and exits non-zer
 :func:`pipeline.runtime.driver.train_grid`.
 
 DVC runs this stage on every ``dvc repro``. When the resolved params, the prepared dataset, the
-code and the environment are those of the last successful run, ``data/grid.json`` is untouched,
-every file of every grid cell is still in the store with its size and time, and the local
-tracking database is still there, there is nothing to train: it says so and stops before
-importing the driver (:mod:`pipeline.runtime.memo`). A grid with a cell whose environment failed
-(retried on the next run) is not memoised.
+code and the environment are those the last successful run read at its start,
+``data/grid.json`` is untouched, every file of every grid cell is in the store with the size
+and time that run saw (or wrote), and the local tracking database is the one it left (its
+runs, not only its file), there is nothing to train: it says so and stops before importing the
+driver (:mod:`pipeline.runtime.memo`). A grid with a cell whose environment failed (retried on
+the next run), and one tracked by a server (whose runs the memo cannot check), are not
+memoised.
 """
 
 from __future__ import annotations
@@ -31,23 +33,44 @@ from pipeline.runtime import memo
 from pipeline.runtime.paths import DATASETS, GRID, RESOLVED, sqlite_path
 
 
-def memoisable(params: Mapping[str, Any]) -> bool:
+def memoisable(params: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> bool:
     """Whether a run of these resolved params may be memoised: no plugins (code the memo's key
-    does not cover) and a local store (whose files the memo can stat)."""
-    return not params.get("plugins") and not (params.get("compute") or {}).get("storage")
+    does not cover), a local store (whose files the memo can stat) and a local SQLite tracking
+    store (whose runs the memo can read; a server's it cannot)."""
+    return (not params.get("plugins") and not (params.get("compute") or {}).get("storage")
+            and tracking_db(params, environ) is not None)
 
 
-def tracking_db(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A local SQLite tracking store's path and whether it exists (a deleted store makes the full
-    stage log the done cells again); empty for a tracking server."""
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or (params.get("tracking") or {}).get("uri", "")
+def tracking_db(params: Mapping[str, Any],
+                environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The file of a local SQLite tracking store (``$MLFLOW_TRACKING_URI``, else
+    ``tracking.uri``), as the driver opens it; None for a tracking server."""
+    uri = environ.get("MLFLOW_TRACKING_URI") or (params.get("tracking") or {}).get("uri", "")
     file = sqlite_path(str(uri))
     if file is None:
-        return {}
+        return None
     path = Path(file)
     if not path.is_absolute():  # relative to the project's root, as pipeline.runtime.context
-        path = Path(os.environ.get("DVC_ROOT") or ".") / path
-    return {"tracking_db": str(path), "exists": path.exists()}
+        path = Path(environ.get("DVC_ROOT") or ".") / path
+    return path
+
+
+def start_key(raw: Any, environ: Mapping[str, str]) -> str | None:
+    """The memo's key of a train that starts now (:func:`memo.key`: what it reads, taken before
+    any work): the resolved params, the prepared dataset's bytes, the code, the environment it
+    starts with and the tracking store's path; None when the run may not be memoised."""
+    if not isinstance(raw, dict) or not memoisable(raw, environ):
+        return None
+    datasets = sorted(p for p in DATASETS.rglob("*") if p.is_file())
+    return memo.key("train", [RESOLVED, *datasets],
+                    {"tracking_db": str(tracking_db(raw, environ))}, environ)
+
+
+def store_cells(environ: Mapping[str, str]) -> Path:
+    """The local store's cells (``<store>/cells``, :mod:`pipeline.runtime.store`)."""
+    from pipeline.config.store_path import default_store  # imports the registries: full path
+
+    return default_store(environ) / "cells"
 
 
 def settled_line(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -63,12 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         return usage_error("train", argv)
     raw = yaml.safe_load(RESOLVED.read_text()) if RESOLVED.exists() else None
     environ = dict(os.environ)  # as the stage started (Ray adds RAY_* variables to it)
-    memo_key = memo.key("train", [RESOLVED], tracking_db(raw) if isinstance(raw, dict) else {})
-    if isinstance(raw, dict) and memoisable(raw) and memo.fresh("train", memo_key) is not None:
+    memo_key = start_key(raw, environ)  # what this run reads, before it reads it
+    if memo_key is not None and memo.fresh("train", memo_key) is not None:
         print(settled_line(json.loads(GRID.read_text())["cells"])
-              + "; nothing changed since the last train (params, code, cell files)")
+              + "; nothing changed since the last train (params, code, cell files, tracking "
+              "database)")
         return 0
     memo.forget("train")
+    seen = memo.snapshot(store_cells(environ)) if memo_key is not None else {}
     # imported here: the driver imports torch, Ray and MLflow
     from pipeline.runtime import storage
     from pipeline.runtime.context import resolved_params
@@ -88,12 +113,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"train: {got.failed} cell(s) failed; their reasons are in the leaderboard",
               file=sys.stderr)
     retried = any(r.get("failure_class") == "environment" for r in got.rows)
-    if isinstance(raw, dict) and memoisable(raw) and not retried:
-        datasets = sorted(p for p in DATASETS.rglob("*") if p.is_file())
-        # the key again: the run may have created the tracking database
-        after = memo.key("train", [RESOLVED], tracking_db(raw), environ)
-        memo.save("train", after, files=[GRID, *datasets],
-                  folders=sorted({str(r["path"]) for r in got.rows}))
+    if memo_key is not None and isinstance(raw, dict) and not retried:
+        # the key of the start, not of the files now on disk (code edited meanwhile is not
+        # what this run used); the cells as the run saw them, but for those it wrote; the
+        # tracking database as the run left it
+        wrote = {str(r["path"]) for r in got.rows
+                 if r["cell_id"] in got.trained or r["cell_id"] in got.reused}
+        memo.save("train", memo_key, files=[GRID],
+                  folders=sorted({str(r["path"]) for r in got.rows}), seen=seen,
+                  written=wrote, databases=[db for db in [tracking_db(raw, environ)] if db])
     return 0
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -190,3 +192,132 @@ def test_train_skips_an_unchanged_rerun_and_still_retrains_a_damaged_cell(tmp_pa
     out = train()
     assert "nothing changed" not in out and "logged 2 done cells that had no finished" in out
     assert "nothing changed" in train()
+
+
+# The train stage's memo in the order the stage takes it (stages/train.main: the key at the
+# start, the store's cells seen, the work, the memo saved): the real main() in a subprocess over
+# a copy of the project's code (so that a code file can be edited during the run), with the
+# driver (torch, Ray, MLflow) replaced by a stand-in that does the run's "work" as told.
+DRIVER = """
+import json, sys, types
+from pathlib import Path
+action = json.loads(sys.argv[1])
+def train_grid(params):
+    for path, text in action.get("append", []):  # edited while the run goes on
+        with open(path, "a") as f:
+            f.write(text)
+    mine = {"c1": types.SimpleNamespace(status="ok")} if action.get("trained") else {}
+    rows = [{"cell_id": "c1", "training_id": "c1", "path": action["cell"], "status": "ok",
+             "failure_class": ""}]
+    return types.SimpleNamespace(rows=rows, trained=mine, reused={}, done=1 - len(mine),
+                                 failed=0, root="store")
+modules = {name: types.ModuleType(name) for name in
+           ("pipeline.runtime.driver", "pipeline.runtime.context", "pipeline.runtime.storage")}
+modules["pipeline.runtime.driver"].train_grid = train_grid
+modules["pipeline.runtime.driver"].StaleCellsError = type("StaleCellsError", (Exception,), {})
+modules["pipeline.runtime.context"].resolved_params = lambda: None
+modules["pipeline.runtime.storage"].atomic_write_json = (
+    lambda path, obj: Path(path).write_text(json.dumps(obj)))
+sys.modules.update(modules)
+from stages import train
+sys.exit(train.main([]))
+"""
+
+
+@pytest.fixture(scope="module")
+def mlflow_dbs(tmp_path_factory):
+    """Two real MLflow databases: one with a finished run, one as a new client leaves it."""
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path_factory.mktemp("dbs")
+    logged = MlflowClient(tracking_uri=f"sqlite:///{folder / 'logged.db'}")
+    run = logged.create_run(logged.create_experiment("contrastive-bench"))
+    logged.set_terminated(run.info.run_id)
+    MlflowClient(tracking_uri=f"sqlite:///{folder / 'empty.db'}").search_experiments()
+    return folder / "logged.db", folder / "empty.db"
+
+
+@pytest.fixture
+def stage(tmp_path, mlflow_dbs):
+    """A workspace (resolved params, a prepared dataset, a tracking database, a store with one
+    done cell) and ``run(action, **env)``: train's main() there; "skip" or "full"."""
+    project = tmp_path / "project"
+    for name in ("pipeline", "stages"):
+        shutil.copytree(ROOT / name, project / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    ws = tmp_path / "ws"
+    (ws / "data" / "datasets").mkdir(parents=True)
+    (ws / "data" / "datasets" / "train.npz").write_bytes(b"pixels")
+    (ws / "params.resolved.yaml").write_text(
+        yaml.safe_dump({"tracking": {"uri": "sqlite:///mlruns.db"}, "plugins": []}))
+    shutil.copyfile(mlflow_dbs[0], ws / "mlruns.db")
+    cell = tmp_path / "store" / "cells" / "c1" / "v1"
+    _cell(cell)
+    base = {**_env(), "PYTHONPATH": str(project), "CBENCH_STORE": str(tmp_path / "store")}
+
+    def run(action=None, **env: str | None) -> str:
+        given = {**base, **env}
+        proc = subprocess.run(
+            [sys.executable, "-c", DRIVER, json.dumps({"cell": str(cell), **(action or {})})],
+            cwd=ws, env={k: v for k, v in given.items() if v is not None},
+            capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        if "nothing changed since the last train" in proc.stdout:
+            return "skip"
+        assert "train: trained" in proc.stdout, proc.stdout
+        return "full"
+
+    return types.SimpleNamespace(run=run, project=project, ws=ws, cell=cell, dbs=mlflow_dbs)
+
+
+def test_train_memo_skips_an_unchanged_rerun(stage):
+    assert stage.run() == "full"
+    assert stage.run() == "skip"
+    assert stage.run() == "skip"
+
+
+def test_train_memo_keys_the_code_the_run_read_at_its_start(stage):
+    infonce = stage.project / "pipeline" / "losses" / "infonce.py"
+    assert stage.run({"append": [[str(infonce), "\n# edited during the run\n"]]}) == "full"
+    assert stage.run() == "full"  # this run's code is not the one the last run used
+    assert stage.run() == "skip"  # ... and this one's is
+
+
+def test_train_memo_follows_the_tracking_database_not_its_file_name(stage):
+    db = stage.ws / "mlruns.db"
+    assert stage.run() == "full" and stage.run() == "skip"
+    replacement = stage.ws / "new.db"
+    shutil.copyfile(stage.dbs[1], replacement)
+    os.replace(replacement, db)  # another file: an empty MLflow database
+    assert stage.run() == "full" and stage.run() == "skip"
+    shutil.copyfile(stage.dbs[0], db)  # the same file, other runs
+    assert stage.run() == "full" and stage.run() == "skip"
+    db.write_bytes(b"")  # what an interrupted client leaves: not an MLflow database
+    assert stage.run() == "full" and stage.run() == "full"  # never memoised so
+    db.unlink()
+    assert stage.run() == "full"
+
+
+def test_train_memo_follows_the_environment_the_stage_reads(stage, tmp_path):
+    assert stage.run() == "full" and stage.run() == "skip"
+    for name, value in (("XDG_CACHE_HOME", str(tmp_path / "cache")),  # the default store
+                        ("CUDA_VISIBLE_DEVICES", "")):  # a cell's device "auto"
+        assert stage.run(**{name: value}) == "full", name
+        assert stage.run(**{name: value}) == "skip", name
+    assert stage.run(MLFLOW_TRACKING_URI="sqlite:///other.db") == "full"
+
+
+def test_train_memo_is_not_taken_for_a_tracking_server(stage):
+    server = "http://127.0.0.1:5000"
+    assert stage.run(MLFLOW_TRACKING_URI=server) == "full"
+    assert stage.run(MLFLOW_TRACKING_URI=server) == "full"  # a server's runs are not checked
+
+
+def test_train_memo_keeps_the_cells_as_the_run_saw_them(stage):
+    done = str(stage.cell / "cell.json")
+    assert stage.run({"append": [[done, " "]]}) == "full"  # changed by another, not this run
+    assert stage.run() == "full"  # the cell is not the one the last run checked
+    assert stage.run() == "skip"
+    (stage.ws / memo.memo_path("train")).unlink()
+    assert stage.run({"append": [[done, " "]], "trained": True}) == "full"  # this run wrote it
+    assert stage.run() == "skip"

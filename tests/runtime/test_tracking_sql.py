@@ -5,6 +5,7 @@ MLflow's own client calls leave: the same runs written both ways, read back thro
 from __future__ import annotations
 
 import math
+import pathlib
 import re
 
 import pytest
@@ -196,8 +197,7 @@ def test_every_form_of_a_sqlite_uri_names_its_file(tiny_params, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("DVC_ROOT", raising=False)
-    assert tracking_db({"tracking": {"uri": "sqlite:///m.db?timeout=30"}}) == {
-        "tracking_db": "m.db", "exists": True}
+    assert tracking_db({"tracking": {"uri": "sqlite:///m.db?timeout=30"}}) == pathlib.Path("m.db")
 
 
 def _drop(uri: str, statement: str) -> None:
