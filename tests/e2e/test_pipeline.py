@@ -9,6 +9,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
+from pipeline.report.one_over_k import LAW_CLAIM
 from tests.conftest import cell_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
@@ -49,7 +50,9 @@ def test_dag_runs_skips_done_cells_and_grows(project, tiny_params):
     summary = json.loads((project.path / "reports" / "summary.json").read_text())
     assert all(isinstance(v, int | float) for v in metrics.values())  # flat DVC metrics
     assert {c["claim"] for c in summary["paper_claims"]} == {"CV falls as the batch size grows",
-                                                             "CV falls as d grows"}
+                                                             "CV falls as d grows", LAW_CLAIM}
+    law = next(c for c in summary["paper_claims"] if c["claim"] == LAW_CLAIM)
+    assert law["verdict"] == "unresolved" and law["reason"].startswith("too few seeds")
     stats = pd.read_parquet(project.path / "data" / "stats.parquet")
     # 2 cells x (trained, untrained control) x (raw, normalized, projected), in one stage
     assert set(stats.representation) == {"raw", "normalized", "projected"}
