@@ -218,7 +218,8 @@ def build(inputs: Inputs) -> Report:
             f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,
             {"cd": r.cd, "groups": r.groups, "name": across.axis}))
     laws = one_over_k.law_over_seeds(inputs.finite_k, inputs.grid, cfg.level)
-    claims = [*paper.claims, *(law.claim(params.data.name) for law in laws)]
+    law_entry = one_over_k.law_claim(laws, params.data.name)
+    claims = [*paper.claims, *([law_entry] if law_entry else [])]
     summary = _summary(cells, board, claims, cfg.level)
     compared = ranks.summary(across)
     if compared:

@@ -24,6 +24,7 @@ from pipeline.stats.inference import (
     MIN_SEEDS,
     UNRESOLVED,
     Verdict,
+    majority,
     normal_quantile,
     side_verdict,
     too_few_seeds,
@@ -250,6 +251,25 @@ def law_over_seeds(finite_k: pd.DataFrame, grid: pd.DataFrame,
                            regime, ci.estimate if ci else math.nan, low, high,
                            bool(low <= -1.0 <= high), verdict))
     return out
+
+
+def law_claim(laws: list[SeedLaw], dataset: str) -> dict[str, Any] | None:
+    """One ``paper_claims`` entry for the grid: a setting's :meth:`SeedLaw.claim` where there is
+    one, else the majority over the settings (:func:`pipeline.stats.inference.majority`: held or
+    contradicted in strictly more than half, else unresolved with the shared reason or the
+    count), each setting's verdict listed under ``settings``; None without a sweep."""
+    if not laws:
+        return None
+    if len(laws) == 1:
+        return laws[0].claim(dataset)
+    verdict = majority([law.verdict for law in laws], "settings")
+    return {"setting": f"{dataset} trained encoders ({len(laws)} settings)", "claim": LAW_CLAIM,
+            "tested": verdict.decided, "groups": len(laws),
+            "held": sum(law.verdict.value == HELD for law in laws),
+            "contradicted": sum(law.verdict.value == CONTRADICTED for law in laws),
+            "by_training": None, "verdict": verdict.value, "reason": verdict.reason,
+            "seeds": min(len(law.slopes) for law in laws),
+            "settings": [law.claim(dataset) for law in laws]}
 
 
 def _plain(value: Any) -> Any:

@@ -70,3 +70,20 @@ def test_one_law_per_setting_and_none_without_a_sweep():
     finite_k, grid = _sweeps((-1.0,))
     assert law_over_seeds(finite_k.iloc[:0], grid, 0.95) == []
     assert law_over_seeds(finite_k, grid.drop(columns="seed"), 0.95) == []
+
+
+def test_one_claim_for_the_grid_by_the_majority_of_its_settings():
+    from pipeline.report.one_over_k import law_claim
+
+    finite_k, grid = _sweeps((-1.0, -1.02, -0.98), taus=(0.1, 0.5))
+    slow, _ = _sweeps((-0.3, -0.31, -0.29), taus=(0.9,))
+    grid = pd.concat([grid, _sweeps((-0.3, -0.31, -0.29), taus=(0.9,))[1]], ignore_index=True)
+    laws = law_over_seeds(pd.concat([finite_k, slow], ignore_index=True), grid, 0.95)
+    claim = law_claim(laws, "laplace")
+    assert (claim["verdict"], claim["held"], claim["contradicted"], claim["groups"]) == (
+        "held", 2, 1, 3)  # 2 of 3 settings held: strictly more than half
+    assert [s["verdict"] for s in claim["settings"]] == ["held", "held", "contradicted"]
+    assert law_claim(laws[:1], "laplace") == laws[0].claim("laplace")
+    assert law_claim([], "laplace") is None
+    two = law_claim([laws[0], laws[2]], "laplace")  # one held, one contradicted: no majority
+    assert two["verdict"] == "unresolved" and two["reason"].startswith("settings disagree")
