@@ -48,9 +48,16 @@ bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The screenshots in docs/ (the release site in headless Chromium); a test run writes none of them.
+# RELEASES=<folder of releases> also renders that site with docs/FINDINGS.md: docs/site_findings.png.
+RELEASES ?=
 docs: $(STAMP)
 	CBENCH_DOCS_SHOTS=1 PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -q -p no:cacheprovider \
 	  tests/release/test_release_site_chromium.py
+ifneq ($(RELEASES),)
+	$(VENV)/bin/cbench site $(RELEASES) --findings docs/FINDINGS.md -o .cbench/site
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1400 \
+	  --screenshot=docs/site_findings.png "file://$(CURDIR)/.cbench/site/index.html"
+endif
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -193,7 +193,8 @@ def findings_html(path: Path) -> str:
     return _embed_images(rendered, path.parent)
 
 
-CLAIM_COLUMNS = ("release", "setting", "claim", "verdict", "seeds", "reason")
+CLAIM_COLUMNS = ("release", "setting", "claim", "verdict", "seeds", "reason", "trained enough")
+_TRAINED = {True: "yes", False: "no"}  # an image claim's trained-enough check; "" where none
 
 
 def claims_table(releases: list[Release]) -> pd.DataFrame:
@@ -204,8 +205,8 @@ def claims_table(releases: list[Release]) -> pd.DataFrame:
         summary = r.path / REPORTS / "summary.json"
         claims = (json.loads(summary.read_text(encoding="utf-8")).get("paper_claims", [])
                   if summary.is_file() else [])
-        rows += [{"release": r.name, **{k: c.get(k, "") for k in CLAIM_COLUMNS[1:]}}
-                 for c in claims]
+        rows += [{"release": r.name, **{k: c.get(k, "") for k in CLAIM_COLUMNS[1:-1]},
+                  "trained enough": _TRAINED.get(c.get("trained_enough"), "")} for c in claims]
     return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
 
 

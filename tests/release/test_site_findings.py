@@ -20,7 +20,7 @@ PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4
                        "hKmMIQAAAABJRU5ErkJggg==")
 CLAIMS = [{"setting": "mnist contrastive vs supervised (head)",
            "claim": "contrastive more Gaussian than supervised", "verdict": "held",
-           "seeds": 3, "tested": True, "reason": ""},
+           "seeds": 3, "tested": True, "reason": "", "trained_enough": False},
           {"setting": "Laplace, linear encoder", "claim": "CV falls as d grows",
            "verdict": "unresolved", "seeds": 1, "tested": False,
            "reason": "too few seeds (1 < 3)"}]
@@ -65,16 +65,17 @@ def test_the_front_page_shows_the_findings_then_the_claims_then_the_releases(
     assert f'src="data:image/png;base64,{base64.b64encode(PNG).decode()}"' in page
     assert 'src="https://example.invalid/x.png"' in page
     rows = re.findall(r"<tr><td>study-v1</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>"
-                      r"<td class=n>(\d+)</td><td>([^<]*)</td></tr>", page)
+                      r"<td class=n>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", page)
     assert [tuple(html.unescape(v) for v in row) for row in rows] == [
-        (c["setting"], c["claim"], c["verdict"], str(c["seeds"]), c["reason"]) for c in CLAIMS]
+        (c["setting"], c["claim"], c["verdict"], str(c["seeds"]), c["reason"], trained)
+        for c, trained in zip(CLAIMS, ("no", ""), strict=True)]
 
 
 def test_without_findings_the_front_page_is_the_list(releases, tmp_path):
     page = build_site(release_folders([releases]), tmp_path / "site").read_text()
     assert "<section" not in page and "Paper claims in these releases" in page
-    assert claims_table([]).empty and list(claims_table([])) == ["release", "setting", "claim",
-                                                                 "verdict", "seeds", "reason"]
+    assert claims_table([]).empty and list(claims_table([])) == [
+        "release", "setting", "claim", "verdict", "seeds", "reason", "trained enough"]
 
 
 def test_a_missing_findings_file_is_refused_before_anything_is_written(releases, tmp_path):
