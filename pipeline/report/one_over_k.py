@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.grid import GRID_AXES
+from pipeline.report.tables import plain
 from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope
 from pipeline.search.regime import expansion_regime
 from pipeline.stats.inference import (
@@ -247,7 +248,7 @@ def law_over_seeds(finite_k: pd.DataFrame, grid: pd.DataFrame,
                               else too_few_seeds(len(slopes)))
         else:
             verdict = side_verdict(low - SLOW_RATE, high - SLOW_RATE, -1, int(used.size))
-        out.append(SeedLaw({a: _plain(v) for a, v in zip(axes, key, strict=True)}, slopes,
+        out.append(SeedLaw({a: plain(v) for a, v in zip(axes, key, strict=True)}, slopes,
                            regime, ci.estimate if ci else math.nan, low, high,
                            bool(low <= -1.0 <= high), verdict))
     return out
@@ -270,7 +271,3 @@ def law_claim(laws: list[SeedLaw], dataset: str) -> dict[str, Any] | None:
             "by_training": None, "verdict": verdict.value, "reason": verdict.reason,
             "seeds": min(len(law.slopes) for law in laws),
             "settings": [law.claim(dataset) for law in laws]}
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
