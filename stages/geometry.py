@@ -15,7 +15,7 @@ from pipeline.report import simplex
 from pipeline.runtime.context import REPORTS, resolved_params, usage_error
 
 # The problems are tiny (a few dozen points in d = 8): with more than one intra-op thread, torch
-# spends most of each step waking threads (40 s instead of 8 s for the default geometry here).
+# spends most of each step waking threads, several times the step's own compute.
 THREADS = 1
 
 

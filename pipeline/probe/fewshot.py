@@ -1,4 +1,4 @@
-"""Few-shot probes (label efficiency, issue #26): the linear probe and the weighted kNN fitted on
+"""Few-shot probes (label efficiency): the linear probe and the weighted kNN fitted on
 ``shots`` labelled examples per class, over seeded episodes.
 
 An episode is one draw: from the labelled rows, exactly ``shots`` rows of every class, without
