@@ -147,6 +147,11 @@ class ReportConfig(Section):
                     "averaged) on report.primary: reports/ranks.csv, pairs.csv, the CD diagram")
     bootstrap: int = Field(ge=1, description="stratified-bootstrap resamples (seeds within each "
                                              "block) of the intervals in ranks.csv and pairs.csv")
+    rope: float = Field(ge=0.0, allow_inf_nan=False, description=(
+        "the smallest difference of report.primary that matters, on its scale (a fraction for a "
+        "% metric: 0.01 = 1 point): a pair whose interval of the difference lies inside ±rope is "
+        "practically equivalent (Benavoli et al. 2017), and pairs.csv asks no more seeds of it; "
+        "0: no such region"))
 
 
 class GeometryConfig(Section):

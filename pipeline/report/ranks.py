@@ -20,11 +20,12 @@ from pipeline.metrics import Metric, is_metric, lookup
 from pipeline.report.render import fmt_bounds, fmt_value, pct
 from pipeline.report.tables import axes_in, ok_cells, varying
 from pipeline.seeding import numpy_generator
+from pipeline.stats.aggregates import AGGREGATES, aggregate_columns
 from pipeline.stats.compare import Comparison, compare
 
-RANKS_COLUMNS = ("tier", "method", "mean_rank", "iqm", "iqm_lo", "iqm_hi", "mean", "mean_lo",
-                 "mean_hi", "win_rate", "borda", "blocks", "blocks_missing", "blocks_ranked",
-                 "scores")
+# the aggregates' columns come from the registry (pipeline.stats.aggregates.AGGREGATES)
+RANKS_COLUMNS = ("tier", "method", "mean_rank", *aggregate_columns(), "blocks", "blocks_missing",
+                 "blocks_ranked", "scores")
 PAIRS_COLUMNS = ("a", "b", "p_a_better", "p_a_better_lo", "p_a_better_hi", "blocks",
                  "rank_difference", "cd", "nemenyi", "wilcoxon_p", "wilcoxon_holm_p",
                  "wilcoxon_holm")
@@ -55,6 +56,8 @@ class CrossComparison:
     reason: str
     alpha: float
     level: float
+    n_boot: int = 0  # report.bootstrap (0: not said)
+    rope: float = 0.0  # report.rope: the smallest difference of interest (0: none)
 
 
 def score_array(cells: pd.DataFrame, axis: str, metric: str,
@@ -97,7 +100,7 @@ def cross_compare(cells: pd.DataFrame, cfg: ReportConfig) -> CrossComparison:
     result = compare(scores, methods, bool(metric.higher), rng, alpha=cfg.alpha, level=cfg.level,
                      n_boot=cfg.bootstrap)
     return CrossComparison(axis, metric, tuple(block_axes), tuple(blocks), result, "", cfg.alpha,
-                           cfg.level)
+                           cfg.level, cfg.bootstrap, cfg.rope)
 
 
 def ranks_table(cc: CrossComparison) -> pd.DataFrame:
@@ -109,11 +112,8 @@ def ranks_table(cc: CrossComparison) -> pd.DataFrame:
     for j in r.order:
         agg = cc.result.methods[j]
         rows.append({"tier": r.tier[j], "method": r.methods[j], "mean_rank": r.mean_rank[j],
-                     "iqm": agg.iqm.estimate, "iqm_lo": agg.iqm.low, "iqm_hi": agg.iqm.high,
-                     "mean": agg.mean.estimate, "mean_lo": agg.mean.low, "mean_hi": agg.mean.high,
-                     "win_rate": agg.win_rate, "borda": agg.borda, "blocks": agg.blocks,
-                     "blocks_missing": agg.blocks_missing, "blocks_ranked": r.blocks_complete,
-                     "scores": agg.scores})
+                     **agg.values, "blocks": agg.blocks, "blocks_missing": agg.blocks_missing,
+                     "blocks_ranked": r.blocks_complete, "scores": agg.scores})
     return pd.DataFrame(rows, columns=list(RANKS_COLUMNS)).rename(columns={"method": cc.axis})
 
 
@@ -149,7 +149,8 @@ def summary(cc: CrossComparison) -> dict[str, Any]:
     for j, name in enumerate(r.methods):
         agg = cc.result.methods[j]
         out[name] = {"mean_rank": float(r.mean_rank[j]), "tier": r.tier[j],
-                     "iqm": agg.iqm.estimate, "win_rate": agg.win_rate}
+                     "iqm": agg.iqm.estimate, "win_rate": agg.win_rate,
+                     "p_rank1": agg.values["p_rank1"]}
     return out
 
 
@@ -197,6 +198,9 @@ def notes(cc: CrossComparison) -> list[str]:
     else:
         lines.append(f"IQM and P(A > B) intervals in ranks.csv / pairs.csv: {pct(cc.level)} "
                      "stratified bootstrap over seeds (resampled within each setting).")
+    boot = f", {cc.n_boot} resamples" if cc.n_boot else ""
+    lines += [f"{a.note[:-1]} ({pct(cc.level)}{boot}; ranks.csv {', '.join(a.columns)})."
+              for a in AGGREGATES if a.note]
     missing = [a.method for a in cc.result.methods if a.blocks_missing]
     if missing:
         lines.append(f"Left out, not filled in: settings without a cell of {', '.join(missing)} "
@@ -204,21 +208,45 @@ def notes(cc: CrossComparison) -> list[str]:
     return lines
 
 
+def _board_cells(row: Any, m: Metric, seeds: str, level: float) -> list[tuple[str, str]]:
+    """(header, text) of each registry entry shown in the board's table, for one ranks row."""
+    unit = " (%)" if m.unit == "%" else ""
+    cells: list[tuple[str, str]] = []
+    for a in (a for a in AGGREGATES if a.board):
+        if a.kind == "seeds":
+            est, lo, hi = (getattr(row, c) for c in a.columns)
+            cells.append((f"{a.label} {m.label}{unit}{seeds}", fmt_bounds(est, lo, hi, m)))
+            continue
+        cols = list(a.columns)
+        i = 0
+        while i < len(cols):
+            v = getattr(row, cols[i])
+            if cols[i].endswith("_lo") and i + 1 < len(cols) and cols[i + 1].endswith("_hi"):
+                hi = getattr(row, cols[i + 1])
+                text = f"[{v:{a.format}}, {hi:{a.format}}]" if np.isfinite([v, hi]).all() \
+                    else "–"
+                cells.append((f"{a.headers[i]} [{pct(level)}]", text))
+                i += 2
+                continue
+            cells.append((a.headers[i], format(v, a.format) if a.format else fmt_value(v)))
+            i += 1
+    return cells
+
+
 def display(cc: CrossComparison) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]:
-    """The board's table of the comparison: (title, header, rows as text), best first."""
+    """The board's table of the comparison: (title, header, rows as text), best first; the
+    aggregates shown are the registry's entries with ``board`` set."""
     table = ranks_table(cc)
     if cc.result is None or not len(table):
         return ("", (), ())
     m = cc.metric
     assert m is not None
-    unit = " (%)" if m.unit == "%" else ""
     seeds = f" [{pct(cc.level)} over seeds]" if cc.result.seeds > 1 else " (1 seed: no interval)"
-    header = (cc.axis, "Tier", "Mean rank", f"IQM {m.label}{unit}{seeds}",
-              "Win rate", "Borda", "Settings (missing)")
+    shown = [_board_cells(r, m, seeds, cc.level) for r in table.itertuples()]
+    header = (cc.axis, "Tier", "Mean rank", *(h for h, _ in shown[0]), "Settings (missing)")
     rows = tuple((str(getattr(r, cc.axis)), fmt_value(r.tier), f"{r.mean_rank:.2f}",
-                  fmt_bounds(r.iqm, r.iqm_lo, r.iqm_hi, m), f"{r.win_rate:.2f}",
-                  fmt_value(r.borda), f"{r.blocks} ({r.blocks_missing})")
-                 for r in table.itertuples())
+                  *(t for _, t in cells), f"{r.blocks} ({r.blocks_missing})")
+                 for r, cells in zip(table.itertuples(), shown, strict=True))
     title = (f"{cc.axis} across {cc.result.ranking.blocks_total} settings "
              f"({' × '.join(cc.block_axes) or 'one setting'}), on {m.label}")
     return (title, header, rows)
