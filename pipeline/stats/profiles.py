@@ -205,3 +205,15 @@ def performance_profiles(scores: np.ndarray, methods: tuple[str, ...] | list[str
                                 len(cells)))
         gaps.append(OptimalityGap(name, gap_ci, gamma, int(flat.size), len(cells)))
     return Profiles(norm, grid, tuple(profiles), tuple(gaps))
+
+
+def optimality_gaps(scores: np.ndarray, higher_is_better: bool, n_boot: int,
+                    rng: np.random.Generator, level: float = 0.95) -> np.ndarray:
+    """``(m, 3)``: each method's optimality gap at γ = 1 of the min–max normalised ``(N, m, S)``
+    scores and its stratified-bootstrap bounds (estimate, low, high), as an aggregate-registry
+    entry computes it (:data:`pipeline.stats.aggregates.AGGREGATES`)."""
+    arr = np.asarray(scores, dtype=np.float64)
+    names = [f"m{j}" for j in range(arr.shape[1])]
+    res = performance_profiles(arr, names, higher_is_better, n_boot, rng, level,
+                               tau=np.array([0.0]))
+    return np.array([[g.gap.estimate, g.gap.low, g.gap.high] for g in res.gaps])

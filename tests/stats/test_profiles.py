@@ -14,6 +14,7 @@ from scipy import stats as sps
 from pipeline.stats.profiles import (
     normalise,
     optimality_gap_values,
+    optimality_gaps,
     performance_profiles,
     profile_values,
     tau_grid,
@@ -221,3 +222,12 @@ def test_bad_arguments_say_what_is_allowed():
         performance_profiles(x, METHODS, True, 10, np.random.default_rng(0), tau=np.array([]))
     with pytest.raises(KeyError, match="no method 'z'"):
         performance_profiles(x, METHODS, True, 10, np.random.default_rng(0)).gap("z")
+
+
+def test_the_registry_form_is_the_gap_and_its_interval():
+    x = _scores(20, missing=0.1)
+    table = optimality_gaps(x, False, 300, np.random.default_rng(3))
+    res = performance_profiles(x, METHODS, False, 300, np.random.default_rng(3),
+                               tau=np.array([0.0]))
+    np.testing.assert_allclose(table, [[g.gap.estimate, g.gap.low, g.gap.high]
+                                       for g in res.gaps], atol=1e-12)
