@@ -1,4 +1,4 @@
-"""Benchmark: what ``train.precision: bfloat16`` changes in a cell's numbers (issue #16).
+"""Benchmark: what ``train.precision: bfloat16`` changes in a cell's numbers.
 
     python bench/bf16_numbers.py [--profile profiles/mnist-resnet18.yaml] [--n 1536]
                                  [--heldout 1000] [--epochs 2] [--batch 128] [--threads 2]

@@ -38,7 +38,7 @@ The train stage is set against its cells' own time: the new trainings' ``wall_se
 after it, in a fresh interpreter in the workspace, Ray's start is timed as the stage pays it
 (``measure_ray_start``): the local instance, one worker per CPU made ready for cells (importing
 the cell code, and torch._dynamo, which a process's first torch.optim optimizer imports; as
-bench/orchestration.py counts a worker's start), and the shutdown. Issue 25's bar for the stage
+bench/orchestration.py counts a worker's start), and the shutdown. The bar for the stage
 is 1.2 x the cells' sum plus Ray's start; what it took above the cells is the interpreter,
 imports, plan, Ray's start, and the driver's MLflow logging and claims.
 Printed per grid, per stage, in total and for the target's four stages (``target``: stats,
@@ -47,7 +47,7 @@ per cell, ratio (a) / (b); then
 the marginal cost per cell between the two grids, (T_1000 - T_100) / 900, for (a) and (b), and
 its ratio: fixed costs (interpreter, imports, cluster start) cancel in it, and (a)'s fixed part
 is estimated as T_100 - 100 x marginal. Medians of ``--repeats``, (a) and (b) interleaved stage
-by stage so that load from other processes hits both. Target (issue 16): per cell, the stats,
+by stage so that load from other processes hits both. Target: per cell, the stats,
 search, bounds and report stages together cost at most 1.5x (b).
 """
 
@@ -96,7 +96,7 @@ SUBSETS: dict[int, tuple[str, dict]] = {
 }
 STAGES = ("stats", "search", "bounds", "probe", "report")
 FIRST = ("stats", "search", "bounds", "probe", "geometry", "report")  # dvc.yaml's order after train
-TARGET = ("stats", "search", "bounds", "report")  # issue 16: together at most 1.5x in-process
+TARGET = ("stats", "search", "bounds", "report")  # together at most 1.5x in-process
 SETUP = ("resolve", "prepare", "train")
 
 
@@ -401,7 +401,7 @@ def measure_ray_start(code: Path, workspace: Path) -> dict[str, float]:
 def report_train(first: dict[tuple[int, str], tuple[float, int]],
                  own: dict[int, tuple[int, float, float]], ray: dict[int, dict[str, float]],
                  sizes: list[int]) -> None:
-    """The train stage against its cells' own time (issue 25, item 1): the sum of the new
+    """The train stage against its cells' own time: the sum of the new
     trainings' wall seconds (``cell.json``), Ray's start measured beside it
     (:func:`measure_ray_start`: instance, workers ready, shutdown), the bar (1.2 x the sum plus
     Ray's start) and the stage's time against it; also that sum spread over the cores (one cell

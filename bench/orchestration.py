@@ -17,16 +17,16 @@ with ``train.epochs`` calibrated so that one cell takes about ``--seconds`` of C
 Fixed start-up costs are timed on their own and kept out of (b), as they are paid once per Ray
 instance (a cluster is already running) and not per cell: ``ray.init``; starting one worker per
 core (process spawn, importing the cell code, and torch._dynamo, which the first torch.optim
-optimizer of a process imports: ~2 s here), done by one warm-up task per core; and creating the
-MLflow SQLite store (schema migrations, once per store). The speed-up with ``ray.init`` and the
-worker start included is printed too.
+optimizer of a process imports, which takes seconds), done by one warm-up task per core;
+and creating the MLflow SQLite store (schema migrations, once per store). The speed-up with
+``ray.init`` and the worker start included is printed too.
 speed-up = bare / pipeline; per-cell overhead = (pipeline × cores − bare) / cells, shown as a
 share of the mean bare cell. Wall times on a machine shared with other work also measure that
 work, so CPU seconds are reported too: of this process around each bare cell, of the Ray worker
 around each cell (the submitted task is ``executor._task`` wrapped to record it), and in total
 (the driver plus every process below it: raylet, GCS, workers); their per-cell overhead is
 (pipeline CPU − bare CPU) / cells. Medians over repeats; bare and pipeline alternate so that load
-from other processes hits both. Targets (issue 8): speed-up ≥ 1.8 on 2 cores, overhead ≤ 5%
+from other processes hits both. Targets: speed-up ≥ 1.8 on 2 cores, overhead ≤ 5%
 of a 5-second cell.
 """
 
@@ -216,7 +216,7 @@ def calibrate(params_at, dataset, root: Path, meta: dict[str, str], seconds: flo
 
 def _warm(seconds: float) -> int:
     """What a fresh worker pays once: importing the cell code, and torch._dynamo (imported by the
-    first ``torch.optim`` optimizer a process builds, ~2 s here)."""
+    first ``torch.optim`` optimizer a process builds, which takes seconds)."""
     from pipeline.runtime.cells import prepare_worker
 
     prepare_worker()

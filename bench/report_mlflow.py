@@ -1,4 +1,4 @@
-"""Benchmark: the report stage's MLflow part at many cells (issue 25, items 3 and 4).
+"""Benchmark: the report stage's MLflow part at many cells.
 
     python bench/report_mlflow.py [--cells 1000] [--metrics 40] [--repeats 3]
 

@@ -16,7 +16,7 @@ floor: the same 2·m·m·d matrix-multiply flops as torch.matmul over the same (
     tiles of (m, d) operands, into a preallocated output, in the same dtype, with `threads`
     intra-op threads.
 Medians over repeats, engine and floor interleaved so that load from other processes hits both.
-Target (issue 6): engine / floor ≤ 2.
+Target: engine / floor ≤ 2.
 """
 
 from __future__ import annotations
