@@ -20,6 +20,8 @@ seed; the blocks it lacks are left out and counted (``blocks_missing``), never f
   from HELM's when blocks are missing a method.
 - Borda count (MTEB): Σ_i (m − r_ij) over the complete blocks (the blocks ``ranking`` uses).
 - Rank interval and P(rank = 1) (SPEC §7): :mod:`pipeline.stats.rank_uncertainty`.
+- Optimality gap on per-block min–max normalised scores (SPEC §7):
+  :mod:`pipeline.stats.profiles`.
 
 The aggregates are the entries of :data:`AGGREGATES` (one :class:`Aggregate` each: its function,
 label, direction and CSV columns); :func:`aggregate_methods` and the report's tables read that
@@ -37,6 +39,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
+from pipeline.stats.profiles import optimality_gaps
 from pipeline.stats.rank_uncertainty import rank_uncertainty
 from pipeline.stats.ranking import block_ranks, check_scores, seed_means
 from pipeline.stats.uncertainty import ConfidenceInterval, check_level
@@ -217,6 +220,12 @@ AGGREGATES: tuple[Aggregate, ...] = (
               note="Rank interval and P(rank 1): bootstrap of the mean rank, resampling the "
                    "settings and the seeds within each (percentile interval; P(rank 1) the "
                    "share of resamples where it ranks first, ties split)."),
+    Aggregate("optimality_gap", "Optimality gap", False, "resampled", optimality_gaps,
+              ("optimality_gap", "optimality_gap_lo", "optimality_gap_hi"),
+              note="Optimality gap (Agarwal et al. 2021): the mean over a method's (block × "
+                   "seed) runs of max(0, 1 − x), x the run's score min–max normalised within "
+                   "its block over the methods' seed means (1: the best mean there; a block "
+                   "where all are equal is left out); stratified bootstrap over seeds."),
 )
 """The registry: ``ranks.csv`` has these columns in this order (after tier, method, mean rank)."""
 

@@ -231,3 +231,18 @@ def test_the_registry_form_is_the_gap_and_its_interval():
                                tau=np.array([0.0]))
     np.testing.assert_allclose(table, [[g.gap.estimate, g.gap.low, g.gap.high]
                                        for g in res.gaps], atol=1e-12)
+
+
+def test_the_gap_is_an_aggregate_registry_entry():
+    """ranks.csv's optimality_gap columns: the registry's entry gives the gap of the scores."""
+    from pipeline.stats.aggregates import aggregate_columns, aggregate_methods
+
+    assert {"optimality_gap", "optimality_gap_lo", "optimality_gap_hi"} <= set(
+        aggregate_columns())
+    x = _scores(21, missing=0.1)
+    aggs = aggregate_methods(x, METHODS, True, 200, np.random.default_rng(0))
+    ref = normalise_loop(x.tolist(), True)
+    for j, a in enumerate(aggs):
+        assert a.values["optimality_gap"] == pytest.approx(optimality_gap_loop(ref, j), abs=1e-12)
+        assert a.values["optimality_gap_lo"] <= a.values["optimality_gap"]
+        assert a.values["optimality_gap"] <= a.values["optimality_gap_hi"]
