@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.app import COMMANDS, parser
+from pipeline.cli.common import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -100,7 +101,7 @@ def test_the_cbench_commands_it_shows_parse():
         argv = shlex.split(command)[1:]
         try:
             parser().parse_args(argv)
-        except SystemExit as refused:  # argparse printed why
+        except (SystemExit, UsageError) as refused:
             pytest.fail(f"README shows `{command}`, which cbench refuses ({refused})")
     named = set(re.findall(r"`(?:\.venv/bin/)?cbench ([a-z]+)", text))
     assert sorted(named - set(COMMANDS)) == []
@@ -112,8 +113,11 @@ WRITTEN = {"REPRODUCE.md"}  # named as what a release holds, not as a file of th
 
 
 def test_the_files_it_names_exist():
-    named = set(REPO_PATH.findall(_prose(README.read_text(encoding="utf-8"))))
-    assert "params.yaml" in named
+    text = README.read_text(encoding="utf-8")
+    named = set(REPO_PATH.findall(_prose(text)))
+    named |= {m for line in _code_lines(text)
+              for m in re.findall(r"\b((?:profiles|suites|bench|cluster)/[\w./-]*\w)", line)}
+    assert {"params.yaml", "suites/cpu.yaml"} <= named
     missing = [n for n in sorted(named - WRITTEN) if not (ROOT / n).exists()
                and not (ROOT / "profiles" / n).exists()]
     assert missing == []
