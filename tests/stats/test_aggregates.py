@@ -140,3 +140,25 @@ def test_one_seed_has_no_interval():
     x = np.random.default_rng(13).normal(size=(6, 3))
     agg = aggregate_methods(x, list("abc"), True, 100, np.random.default_rng(0))
     assert all(np.isnan(a.iqm.low) and np.isfinite(a.iqm.estimate) for a in agg)
+
+
+def test_the_registry_drives_the_aggregates_and_ranks_csv():
+    """One entry of the registry is one aggregate: its columns reach MethodAggregate.values and
+    ranks.csv in the registry's order, and an extra entry (a median) needs nothing else."""
+    from pipeline.report.ranks import RANKS_COLUMNS
+    from pipeline.stats.aggregates import AGGREGATES, Aggregate, aggregate_columns
+
+    cols = aggregate_columns()
+    assert RANKS_COLUMNS[3:3 + len(cols)] == cols
+    assert cols[:8] == ("iqm", "iqm_lo", "iqm_hi", "mean", "mean_lo", "mean_hi", "win_rate",
+                        "borda")
+    x = np.random.default_rng(4).normal(size=(5, 3, 4))
+    median = Aggregate("median", "Median", True, "seeds",
+                       lambda v: np.median(v, axis=-1), ("median", "median_lo", "median_hi"))
+    agg = aggregate_methods(x, list("abc"), True, 300, np.random.default_rng(0),
+                            aggregates=(*AGGREGATES, median))
+    for j, a in enumerate(agg):
+        assert a.values["median"] == pytest.approx(np.median(x[:, j]))
+        assert a.interval("median").low <= a.values["median"] <= a.interval("median").high
+    plain = aggregate_methods(x, list("abc"), True, 300, np.random.default_rng(0))
+    assert [a.iqm for a in plain] == [a.iqm for a in agg]  # the shared draws are unchanged
