@@ -22,6 +22,7 @@ from pipeline.report.tables import axes_in, ok_cells, varying
 from pipeline.seeding import numpy_generator
 from pipeline.stats.aggregates import AGGREGATES, aggregate_columns
 from pipeline.stats.compare import Comparison, compare
+from pipeline.stats.profiles import Profiles, performance_profiles
 
 # the aggregates' columns come from the registry (pipeline.stats.aggregates.AGGREGATES)
 RANKS_COLUMNS = ("tier", "method", "mean_rank", *aggregate_columns(), "blocks", "blocks_missing",
@@ -58,6 +59,7 @@ class CrossComparison:
     level: float
     n_boot: int = 0  # report.bootstrap (0: not said)
     rope: float = 0.0  # report.rope: the smallest difference of interest (0: none)
+    profiles: Profiles | None = None  # performance profiles, min–max per block (None: none)
 
 
 def score_array(cells: pd.DataFrame, axis: str, metric: str,
@@ -99,8 +101,10 @@ def cross_compare(cells: pd.DataFrame, cfg: ReportConfig) -> CrossComparison:
     rng = numpy_generator("report.compare", axis, name)
     result = compare(scores, methods, bool(metric.higher), rng, alpha=cfg.alpha, level=cfg.level,
                      n_boot=cfg.bootstrap)
+    profiles = performance_profiles(scores, methods, bool(metric.higher), cfg.bootstrap,
+                                    numpy_generator("report.profile", axis, name), cfg.level)
     return CrossComparison(axis, metric, tuple(block_axes), tuple(blocks), result, "", cfg.alpha,
-                           cfg.level, cfg.bootstrap, cfg.rope)
+                           cfg.level, cfg.bootstrap, cfg.rope, profiles)
 
 
 def ranks_table(cc: CrossComparison) -> pd.DataFrame:
@@ -115,6 +119,20 @@ def ranks_table(cc: CrossComparison) -> pd.DataFrame:
                      **agg.values, "blocks": agg.blocks, "blocks_missing": agg.blocks_missing,
                      "blocks_ranked": r.blocks_complete, "scores": agg.scores})
     return pd.DataFrame(rows, columns=list(RANKS_COLUMNS)).rename(columns={"method": cc.axis})
+
+
+def profile_table(cc: CrossComparison) -> pd.DataFrame:
+    """The performance-profile figure's table: one row per method (best mean rank first) and τ:
+    ``<axis>, tau, fraction, low, high, gap`` (gap: the method's optimality gap at γ = 1);
+    empty without profiles."""
+    columns = [cc.axis, "tau", "fraction", "low", "high", "gap"]
+    if cc.result is None or cc.profiles is None:
+        return pd.DataFrame(columns=columns)
+    r, p = cc.result.ranking, cc.profiles
+    parts = [pd.DataFrame({cc.axis: r.methods[j], "tau": p.tau, "fraction": p.profiles[j].fraction,
+                           "low": p.profiles[j].low, "high": p.profiles[j].high,
+                           "gap": p.gaps[j].gap.estimate}) for j in r.order]
+    return pd.concat(parts, ignore_index=True)[columns]
 
 
 def pairs_table(cc: CrossComparison) -> pd.DataFrame:
