@@ -123,11 +123,11 @@ def test_test_files_have_unique_basenames():
 REPORT = ROOT / "report"
 REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "ranks", "tables",
                    "table1", "board", "figure_plan", "one_over_k", "papers", "image_rows",
-                   "selection", "suite", "suite_tables", "suite_notes", "suite_points",
-                   "trained_enough", "epoch_gap"}
-REPORT_RENDER = {"markdown", "latex", "html", "figures", "cd_diagram", "one_over_k_plot",
-                 "simplex", "papers_md", "image_rows_md", "publish", "suite_render",
-                 "suite_publish", "tex_escape"}
+                   "selection", "suite", "suite_values", "suite_tables", "suite_notes",
+                   "suite_points", "trained_enough", "epoch_gap"}
+REPORT_RENDER = {"markdown", "latex", "html", "canvas", "figures", "cd_diagram",
+                 "one_over_k_plot", "simplex", "papers_md", "image_rows_md", "publish",
+                 "suite_render", "suite_publish", "tex_escape"}
 REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only
 # inference and fitting: what a render module may not import
 INFERENCE = ("scipy", "statsmodels", "pipeline.stats", "pipeline.search", "pipeline.bounds")

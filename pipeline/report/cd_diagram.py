@@ -7,25 +7,17 @@ group of methods that the tests do not separate. Draws values computed elsewhere
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-if TYPE_CHECKING:
-    from pipeline.report.figures import Drawing
+from pipeline.report.canvas import Drawing, plt, save
 
 
 def critical_difference(ranks: pd.DataFrame, cd: float, groups: Sequence[Sequence[str]],
                         name: str = "method", title: str = "") -> Drawing:
     """Draw ``ranks`` (columns ``name`` and ``mean_rank``, best first) with the CD ``cd`` and
     the bars of ``groups`` (tuples of names; single names draw no bar)."""
-    from pipeline.report.figures import save
-
     names = [str(v) for v in ranks[name]]
     pos = dict(zip(names, ranks.mean_rank.to_numpy(float), strict=True))
     m = len(names)

@@ -1,6 +1,7 @@
-"""Report figures (matplotlib, Agg). Each takes a table and returns a :class:`Drawing`: its PNG and
-SVG bytes (SVG without a date and with a fixed hash salt, so reruns give the same bytes), rendered
-once; the caller writes them (:meth:`Drawing.write`) and embeds the same PNG bytes in HTML.
+"""Report figures (matplotlib, Agg). Each takes a table and returns a
+:class:`~pipeline.report.canvas.Drawing`: its PNG and SVG bytes, rendered once by
+:func:`~pipeline.report.canvas.save`; the caller writes them (:meth:`Drawing.write`) and embeds
+the same PNG bytes in HTML.
 The error bars come computed (:class:`~pipeline.report.figure_plan.ErrorBars`: means and
 intervals over the cells at each point); nothing here computes a statistic.
 
@@ -11,22 +12,17 @@ figure draws at most ``MAX_LINES`` series (the hue axes are chosen so), and aver
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from pipeline.grid import GRID_AXES  # noqa: E402
-from pipeline.metrics import is_metric, lookup  # noqa: E402
-from pipeline.report.cd_diagram import critical_difference  # noqa: E402
-from pipeline.report.figure_plan import (  # noqa: E402
+from pipeline.grid import GRID_AXES
+from pipeline.metrics import is_metric, lookup
+from pipeline.report.canvas import Drawing, plt, save
+from pipeline.report.cd_diagram import critical_difference
+from pipeline.report.figure_plan import (
     CV_AXES,
     MAX_LINES,
     ErrorBars,
@@ -36,8 +32,8 @@ from pipeline.report.figure_plan import (  # noqa: E402
     norm_cells,
     plan,
 )
-from pipeline.report.render import axis_header  # noqa: E402
-from pipeline.report.tables import check_columns  # noqa: E402
+from pipeline.report.render import axis_header
+from pipeline.report.tables import check_columns
 
 
 def _ylabel(metric: str) -> str:
@@ -47,37 +43,6 @@ def _ylabel(metric: str) -> str:
     m = lookup(metric)
     return (f"{m.label} (fraction)" if m.unit == "%"
             else m.label + (f" ({m.unit})" if m.unit else ""))
-
-
-@dataclass(frozen=True)
-class Drawing:
-    """A figure rendered once: its PNG (150 dpi) and SVG bytes. The same bytes are written to
-    ``<stem>.{png,svg}`` and embedded in the HTML page."""
-
-    png: bytes = field(repr=False)
-    svg: bytes = field(repr=False)
-
-    def write(self, path_stem: Path) -> list[Path]:
-        """The bytes as ``<stem>.png`` and ``<stem>.svg`` (parents created); returns the paths."""
-        stem = Path(path_stem)
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        png, svg = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".svg")
-        png.write_bytes(self.png)
-        svg.write_bytes(self.svg)
-        return [png, svg]
-
-
-def save(fig: plt.Figure) -> Drawing:
-    """Render ``fig`` as PNG (150 dpi) and SVG (no date, a fixed hash salt: reruns give the
-    same bytes), close it."""
-    if fig.get_layout_engine() is None:  # figures made with layout="constrained" keep theirs
-        fig.tight_layout()
-    png, svg = io.BytesIO(), io.BytesIO()
-    fig.savefig(png, format="png", dpi=150, metadata={"Software": None})
-    with plt.rc_context({"svg.hashsalt": "contrastive-bench"}):
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    return Drawing(png.getvalue(), svg.getvalue())
 
 
 def _label(key: tuple, names: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pipeline.report.figures import Drawing, save  # noqa: E402
+from pipeline.report.canvas import Drawing, save  # noqa: E402
 from pipeline.report.one_over_k import COLORS, LABELS, OneOverK  # noqa: E402
 
 

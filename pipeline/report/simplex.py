@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.report.figures import plt, save
+from pipeline.report.canvas import plt, save
 
 
 def deviation_row(loss: str, counts: Sequence[int], cosines: np.ndarray, tol: float) -> dict:

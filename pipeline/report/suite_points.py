@@ -6,17 +6,13 @@ figure). Values in, tables out; :mod:`pipeline.report.suite_render` draws them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from pipeline.report.figure_plan import cost_points
+from pipeline.report.suite_values import COST, TaskChoice
 
-if TYPE_CHECKING:
-    from pipeline.report.suite import TaskChoice
-
-COST = "train_seconds"
 FEWSHOT_COLUMNS = ("loss", "score", "shots", "mean", "lo", "hi", "seeds", "episodes")
 LAYER = "head"  # the few-shot representation drawn (the encoder's output, as the report's figure)
 

@@ -22,12 +22,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from pipeline.report.canvas import Drawing, save  # noqa: E402
 from pipeline.report.cd_diagram import critical_difference  # noqa: E402
-from pipeline.report.figures import Drawing, save  # noqa: E402
 from pipeline.report.publish import write_files  # noqa: E402
 from pipeline.report.suite import SuiteBoard  # noqa: E402
-from pipeline.report.suite_points import COST  # noqa: E402
 from pipeline.report.suite_render import to_html, to_latex, to_markdown  # noqa: E402
+from pipeline.report.suite_values import COST  # noqa: E402
 
 COLUMNS = 3  # panels per row of the per-task figures
 

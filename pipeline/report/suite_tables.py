@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,12 +16,10 @@ import pandas as pd
 from pipeline.metrics import Metric
 from pipeline.report.ranks import CrossComparison
 from pipeline.report.render import setting_text
+from pipeline.report.suite_values import TaskChoice
 from pipeline.report.tables import cost_total
 from pipeline.stats.ranking import Ranking, rank_methods
 from pipeline.stats.uncertainty import seed_ci
-
-if TYPE_CHECKING:
-    from pipeline.report.suite import TaskChoice
 
 PER_TASK_COLUMNS = ("task", "type", "loss", "missing", "mean", "lo", "hi", "seeds", "setting",
                     "chosen_on", "chosen_on_reported", "train_seconds_total", "cells",
