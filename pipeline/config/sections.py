@@ -174,7 +174,12 @@ class ComputeConfig(Section):
         description="the cell store: null = the project's default; or a pyarrow.fs URI")
     num_cpus: float = Field(gt=0.0, description="per cell")
     num_gpus: float = Field(ge=0.0, description="per cell; fractions pack cells onto one GPU")
-    max_retries: int = Field(ge=0, description="for lost workers only")
+    max_retries: int = Field(ge=0, description="retries of a cell its environment failed (out "
+                                               "of memory, a lost worker, a timeout...)")
+    retry_backoff_s: float = Field(ge=0.0, le=600.0, description="the wait before the first "
+                                   "retry, doubled before each next one")
+    cell_timeout_s: float | None = Field(gt=0.0, description="null: none; else an attempt that "
+                                         "runs longer ends and is retried")
 
 
 class TrackingConfig(Section):

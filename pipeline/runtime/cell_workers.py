@@ -12,9 +12,13 @@ The forked workers keep Ray's contract for a local run:
 
 - one cell per worker at a time, ``floor(cores / compute.num_cpus)`` workers; each cell's
   :func:`pipeline.runtime.cells.run_cell` writes its files and never raises for a failing cell;
-- a worker that dies under a cell (killed, out of memory) loses only that cell, which is retried
-  on a fresh worker up to ``compute.max_retries`` times and then returned failed, class
-  ``environment``, with no record (the next run trains it again), as Ray does with a lost worker;
+- a cell its environment fails (out of memory, too many open files, a timeout) is retried by
+  its worker with back-off (:class:`pipeline.runtime.failures.RetryPolicy`), as in a Ray task;
+- a worker that dies under a cell (killed, out of memory), or runs it past the longest its
+  ``compute.cell_timeout_s`` and retries allow (stuck in C code, where the timeout cannot reach:
+  killed), loses only that cell, which is retried on a fresh worker after the back-off, up to
+  ``compute.max_retries`` times, and then returned failed, class ``environment``, with no
+  record (the next run trains it again), as Ray does with a lost worker;
 - the workers see no GPU (``CUDA_VISIBLE_DEVICES`` empty), as Ray hides them from a task that
   asks for none, and die with the stage (``PR_SET_PDEATHSIG``), as Ray's raylet takes its workers
   down with their driver;
@@ -34,13 +38,12 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from pipeline.config import Cell, ComputeConfig
 from pipeline.config.rules import TRAIN_WORKERS_ENV, local_cores, train_workers_problem
@@ -48,8 +51,8 @@ from pipeline.datasets import Dataset
 from pipeline.plugins import load_plugins
 from pipeline.runtime.addresses import ray_address
 from pipeline.runtime.cells import CellOutcome, prepare_worker, run_cell
-from pipeline.runtime.failures import ENVIRONMENT
-from pipeline.runtime.progress import Tally, stage_desc, suite_task
+from pipeline.runtime.failures import ENVIRONMENT, RetryPolicy
+from pipeline.runtime.progress import follow
 
 FORK = sys.platform.startswith("linux")  # fork is the safe default only on Linux
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread exits
@@ -89,25 +92,9 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
           f"(${TRAIN_WORKERS_ENV}=ray runs them on Ray)", file=sys.stderr)
     load_plugins(plugins)  # here, before the fork: every worker inherits the registered losses
     prepare_worker()  # and the one-off imports (cached: a no-op where they were paid before)
-    with _Workers(jobs, dataset, threads, list(snapshot_epochs), slots) as pool:
-        return follow(pool.outcomes(compute.max_retries), len(cells), slots, on_done)
-
-
-def follow(outcomes: Iterable[CellOutcome], total: int, slots: int,
-           on_done: Callable[[CellOutcome], None]) -> list[CellOutcome]:
-    """The cells' outcomes as they finish, each handed to ``on_done``, behind the train stage's
-    progress bar (cells done, failed, ETA over ``slots`` parallel cells)."""
-    out = []
-    tally = Tally(total, slots, suite_task())
-    with tqdm(total=total, desc=stage_desc("cells"), unit="cell") as bar:
-        bar.set_postfix_str(tally.postfix())
-        for outcome in outcomes:
-            on_done(outcome)
-            out.append(outcome)
-            tally.finished(outcome.status, outcome.wall_seconds)
-            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status} · {tally.postfix()}")
-            bar.update(1)
-    return out
+    policy = RetryPolicy(compute.max_retries, compute.retry_backoff_s, compute.cell_timeout_s)
+    with _Workers(jobs, dataset, threads, list(snapshot_epochs), slots, policy) as pool:
+        return follow(pool.outcomes(), len(cells), slots, on_done)
 
 
 @dataclass(frozen=True)
@@ -129,9 +116,9 @@ class _Workers:
     (inherited, never copied): a job is sent as its index, an outcome comes back."""
 
     def __init__(self, jobs: Sequence[_Job], dataset: Dataset, threads: int,
-                 snapshot_epochs: list[int], slots: int):
+                 snapshot_epochs: list[int], slots: int, policy: RetryPolicy):
         self.jobs, self.dataset, self.threads = jobs, dataset, threads
-        self.snapshot_epochs, self.slots = snapshot_epochs, slots
+        self.snapshot_epochs, self.slots, self.policy = snapshot_epochs, slots, policy
         self.context = multiprocessing.get_context("fork")
         self.workers: list[_Worker] = []
 
@@ -159,40 +146,61 @@ class _Workers:
         here, there = self.context.Pipe()
         process = self.context.Process(
             target=_serve, args=(there, os.getpid(), self.jobs, self.dataset, self.threads,
-                                 self.snapshot_epochs),
+                                 self.snapshot_epochs, self.policy),
             name="cbench-cell-worker", daemon=True)
         process.start()
         there.close()
         return _Worker(process, here)
 
-    def outcomes(self, max_retries: int) -> Iterator[CellOutcome]:
-        """Every job's outcome, as they finish; a cell whose worker died is tried again on a
-        new worker, at most ``max_retries`` times, then failed (environment, no record)."""
+    def outcomes(self) -> Iterator[CellOutcome]:
+        """Every job's outcome, as they finish. A worker retries its cell's environment failures
+        itself (:func:`pipeline.runtime.cells.run_cell`); a cell whose worker died, or ran past
+        the policy's worst case (stuck where its timeout cannot reach it: killed here), is tried
+        again on a new worker after the policy's back-off, at most ``max_retries`` times, then
+        failed (environment, no record: the next run trains it again)."""
+        policy = self.policy
         queue = collections.deque(range(len(self.jobs)))
         lost: collections.Counter[int] = collections.Counter()
+        due: dict[int, float] = {}  # a lost job's earliest restart (its back-off)
+        started: dict[int, float] = {}  # a running job's start
+        limit = policy.worst_case_s()
         while queue or any(w.job is not None for w in self.workers):
+            now = time.monotonic()
             for w in self.workers:
-                if w.job is None and queue:
-                    w.job = queue.popleft()
+                ready_jobs = [j for j in queue if due.get(j, 0.0) <= now]
+                if w.job is None and ready_jobs:
+                    queue.remove(ready_jobs[0])
+                    w.job, started[ready_jobs[0]] = ready_jobs[0], now
                     with contextlib.suppress(OSError):  # it died idle: lost below, retried
                         w.conn.send(w.job)
             busy = [w for w in self.workers if w.job is not None]
-            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+            wake = [due[j] for j in queue if j in due]
+            if limit is not None:
+                wake += [started[w.job] + limit for w in busy if w.job is not None]
+            timeout = max(0.0, min(wake) - time.monotonic()) if wake else None
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
+                             timeout))
             for w in busy:
-                if w.conn not in ready and w.process.sentinel not in ready:
+                job = w.job
+                assert job is not None
+                overdue = limit is not None and time.monotonic() - started[job] > limit
+                if w.conn not in ready and w.process.sentinel not in ready and not overdue:
                     continue
-                job, got = w.job, self._receive(w)
+                got = self._receive(w)
                 if got is not None:
                     w.job = None
                     yield got
                     continue
-                assert job is not None
+                if overdue:  # stuck where its own timeout does not reach: stopped here
+                    w.process.kill()
                 lost[job] += 1
-                self._replace(w, bool(queue) or lost[job] <= max_retries)
-                if lost[job] <= max_retries:
+                self._replace(w, bool(queue) or lost[job] <= policy.max_retries)
+                if lost[job] <= policy.max_retries:
                     queue.appendleft(job)
+                    due[job] = time.monotonic() + policy.wait_before(lost[job])
                 else:
-                    yield _lost(self.jobs[job].cell, w.process.exitcode, lost[job], max_retries)
+                    yield _lost(self.jobs[job].cell, w.process.exitcode, lost[job], policy,
+                                overdue)
 
     @staticmethod
     def _receive(w: _Worker) -> CellOutcome | None:
@@ -215,12 +223,18 @@ class _Workers:
             self.workers.append(self._fork())
 
 
-def _lost(cell: Cell, exitcode: int | None, times: int, max_retries: int) -> CellOutcome:
+def _lost(cell: Cell, exitcode: int | None, times: int, policy: RetryPolicy,
+          overdue: bool) -> CellOutcome:
     how = (f"killed by {signal.Signals(-exitcode).name}" if exitcode is not None and exitcode < 0
            else f"exit status {exitcode}")
+    if overdue:
+        how = (f"stopped after {policy.worst_case_s():g} s, the most compute.cell_timeout_s = "
+               f"{policy.timeout_s:g} allows with its retries: the cell did not end at its "
+               "timeout")
+    name = "CellTimeout" if overdue else "WorkerCrashedError"
     return CellOutcome(cell.cell_id, "failed",
-                       f"WorkerCrashedError: the worker process training this cell died ({how}), "
-                       f"{times} times in all (compute.max_retries = {max_retries})",
+                       f"{name}: the worker process training this cell died ({how}), "
+                       f"{times} times in all (compute.max_retries = {policy.max_retries})",
                        failure_class=ENVIRONMENT)  # no record: retried next run
 
 
@@ -235,7 +249,7 @@ def _die_with(parent: int) -> None:
 
 
 def _serve(conn: Connection, parent: int, jobs: Sequence[_Job], dataset: Dataset, threads: int,
-           snapshot_epochs: Sequence[int]) -> None:
+           snapshot_epochs: Sequence[int], policy: RetryPolicy) -> None:
     """A worker: trains the job whose index it is sent, sends back ``(index, outcome)``, until
     it is sent None or the stage is gone. The plugins' losses and the one-off imports it
     inherits from the stage (:func:`run_cells` loads them before forking)."""
@@ -253,5 +267,6 @@ def _serve(conn: Connection, parent: int, jobs: Sequence[_Job], dataset: Dataset
         if index is None:
             return
         job = jobs[index]
-        outcome = run_cell(job.cell, dataset, job.folder, job.meta, threads, snapshot_epochs)
+        outcome = run_cell(job.cell, dataset, job.folder, job.meta, threads, snapshot_epochs,
+                           policy)
         conn.send((index, outcome))

@@ -127,7 +127,8 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
 
 
 def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mapping[str, Any],
-             threads: int = 1, snapshot_epochs: Sequence[int] = ()) -> CellOutcome:
+             threads: int = 1, snapshot_epochs: Sequence[int] = (),
+             policy: failures.RetryPolicy = failures.NO_RETRY) -> CellOutcome:
     """Train ``cell`` and write its files to ``folder`` (its version's folder in the store).
 
     meta: what the record carries besides the run (git_sha, dataset_hash, version,
@@ -143,9 +144,14 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     outputs, like ``wall_seconds``, never part of the cell's id or version). Publishing is
     first-writer-wins (:func:`pipeline.runtime.store.publish`): if a done cell is already at
     ``folder``, it stays and the outcome is its record, ``reused``.
+
+    ``policy``: an attempt that fails by its environment (:func:`pipeline.runtime.failures.
+    classify`) or runs past ``policy.timeout_s`` is thrown away and run again, after a back-off,
+    up to ``policy.max_retries`` times; the record lists the earlier attempts' reasons
+    (``retried``) and counts them all (``attempts``). A cell's own failure is not retried.
     """
     with torch_threads(threads):
-        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs)
+        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs, policy)
 
 
 @functools.cache
@@ -169,30 +175,61 @@ def torch_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, Any],
-         snapshot_epochs: Sequence[int]) -> CellOutcome:
-    work = storage.staging_dir(final)
-    start, started = time.perf_counter(), time.time()
-    history: list[dict[str, float]] = []
-    compute = None
-    kind = ""
+@dataclass
+class _Attempt:
+    """One try at a cell's files, in its own staging folder ``work``."""
+
+    work: storage.Dir
+    started: float
+    status: str = "ok"
+    reason: str = ""
+    kind: str = ""  # failures.CELL | failures.ENVIRONMENT for a failed attempt
+    history: list[dict[str, float]] = field(default_factory=list)
+    compute: Any = None
     meter: cost.CostMeter | None = None
+    wall: float = 0.0
+
+
+def _attempt(cell: Cell, dataset: Dataset, final: storage.Location, meta: Mapping[str, Any],
+             snapshot_epochs: Sequence[int], timeout_s: float | None) -> _Attempt:
+    at = _Attempt(storage.staging_dir(final), time.time())
+    start = time.perf_counter()
     try:
-        meter = cost.CostMeter(pick_device(cell.train.device))
-        with meter:
-            history, compute = _write_outputs(work, cell, dataset, meta, snapshot_epochs)
-        status, reason = "ok", ""
+        at.meter = cost.CostMeter(pick_device(cell.train.device))
+        with failures.deadline(timeout_s), at.meter:
+            at.history, at.compute = _write_outputs(at.work, cell, dataset, meta,
+                                                    snapshot_epochs)
     except DivergedError as err:
-        status, reason, kind = "failed", f"diverged: {err}", failures.CELL
+        at.status, at.reason, at.kind = "failed", f"diverged: {err}", failures.CELL
     except Exception as err:  # noqa: BLE001 — any cell failure is recorded, never fatal to the grid
-        status, kind = "failed", failures.classify(err)
-        reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
-    wall = time.perf_counter() - start
+        at.status, at.kind = "failed", failures.classify(err)
+        at.reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
+    at.wall = time.perf_counter() - start
+    return at
+
+
+def _run(cell: Cell, dataset: Dataset, final: storage.Location, meta: Mapping[str, Any],
+         snapshot_epochs: Sequence[int], policy: failures.RetryPolicy) -> CellOutcome:
+    retried: list[dict[str, Any]] = []
+    while True:
+        at = _attempt(cell, dataset, final, meta, snapshot_epochs, policy.timeout_s)
+        if at.kind != failures.ENVIRONMENT or len(retried) >= policy.max_retries:
+            break
+        retried.append({"reason": at.reason.splitlines()[0][:500],
+                        "wall_seconds": round(at.wall, 3)})
+        storage.remove_tree(at.work)
+        time.sleep(policy.wait_before(len(retried)))
+    work, status, reason, kind, history = at.work, at.status, at.reason, at.kind, at.history
+    compute, meter, started = at.compute, at.meter, at.started
+    wall = at.wall
     record = _record(cell, status, reason, started, wall, meta, history)
+    record["attempts"] = len(retried) + 1
+    if retried:  # the environment failures retried before this attempt
+        record["retried"] = retried
     record["compute"] = compute  # the precision and memory format that trained it (auto: measured)
     record |= _cost_record(cell, status, history, meter)
     if kind:
-        record["failure_class"] = kind  # environment: retried on the next run (store.inspect)
+        record["failure_class"] = kind  # environment: retried again next run (store.inspect)
     if status == "ok":
         names = sorted(n for n in storage.list_dir(work) if not n.startswith("."))
         record["files"] = checksums(work, names)

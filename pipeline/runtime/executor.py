@@ -4,8 +4,10 @@ The train stage runs its cells here when they need Ray (a cluster, GPUs, several
 a cell, or ``$CBENCH_TRAIN_WORKERS=ray``); a local CPU grid runs on processes forked from the
 stage instead (:mod:`pipeline.runtime.cell_workers`).
 
-Shared inputs (the dataset) go to the object store once. Application errors are never retried
-(``run_cell`` records them); ``max_retries`` only covers lost workers and nodes.
+Shared inputs (the dataset) go to the object store once. A cell's environment failures (out of
+memory, too many open files, a timeout) are retried inside its task by ``run_cell``
+(:class:`pipeline.runtime.failures.RetryPolicy`); Ray's own ``max_retries`` covers lost workers
+and nodes. A cell's own failures are recorded, never retried.
 
 A local Ray instance binds every process to 127.0.0.1 through public means only. Ray picks a
 node's address once per process, when ``ray`` is imported: the machine's external address,
@@ -40,14 +42,14 @@ from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
 from pipeline.runtime.addresses import LOOPBACK, ray_address  # noqa: E402  (re-exported)
-from pipeline.runtime.cell_workers import follow  # noqa: E402
 from pipeline.runtime.cells import (  # noqa: E402
     CellOutcome,
     prepare_worker,
     run_cell,
     torch_threads,
 )
-from pipeline.runtime.failures import ENVIRONMENT  # noqa: E402
+from pipeline.runtime.failures import ENVIRONMENT, RetryPolicy  # noqa: E402
+from pipeline.runtime.progress import follow  # noqa: E402
 
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
 
@@ -133,10 +135,11 @@ def check_gpus_exist(compute: ComputeConfig) -> None:
 
 
 def _task(cell: Cell, dataset: Dataset, folder: str, meta: Mapping[str, Any], threads: int,
-          snapshot_epochs: Sequence[int], plugins: Sequence[str]) -> CellOutcome:
+          snapshot_epochs: Sequence[int], plugins: Sequence[str],
+          policy: RetryPolicy) -> CellOutcome:
     load_plugins(plugins)  # a worker process registers the user's losses before training
     prepare_worker()  # a fresh worker's one-off imports, outside the cell's timed run
-    return run_cell(cell, dataset, folder, meta, threads, snapshot_epochs)
+    return run_cell(cell, dataset, folder, meta, threads, snapshot_epochs, policy)
 
 
 def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str | Path],
@@ -159,8 +162,9 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
                         max_retries=compute.max_retries, retry_exceptions=False)(_task)
     data_ref = ray.put(dataset)
     plugin_paths = [str(Path(p).resolve()) if p.endswith(".py") else p for p in plugins]
+    policy = RetryPolicy(compute.max_retries, compute.retry_backoff_s, compute.cell_timeout_s)
     by_ref = {remote.remote(c, data_ref, str(folders[c.cell_id]), metas[c.cell_id], threads,
-                            list(snapshot_epochs), plugin_paths): c
+                            list(snapshot_epochs), plugin_paths, policy): c
               for c in cells}
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
 

@@ -10,7 +10,7 @@ import torch
 
 from pipeline.encoders.device import DeviceUnavailableError
 from pipeline.runtime import storage, store
-from pipeline.runtime.failures import CELL, ENVIRONMENT, classify
+from pipeline.runtime.failures import CELL, ENVIRONMENT, CellTimeout, classify
 from pipeline.train import DivergedError
 
 ENVIRONMENT_ERRORS = [
@@ -23,6 +23,15 @@ ENVIRONMENT_ERRORS = [
     OSError(errno.ENOSPC, "No space left on device"),
     OSError(errno.EIO, "Input/output error"),
     OSError(errno.EDQUOT, "Disk quota exceeded"),
+    OSError(errno.EMFILE, "Too many open files"),
+    OSError(errno.ENFILE, "Too many open files in system"),
+    PermissionError(errno.EACCES, "Permission denied", "/store/cells/ab/.cd.tmp"),
+    CellTimeout("the cell ran longer than compute.cell_timeout_s = 5 s"),
+    RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
+                 "allocate memory: you tried to allocate 17179869184 bytes. Error code 12 "
+                 "(Cannot allocate memory)"),  # torch 2.14's message, as the real worker test saw
+    RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly"),
+    RuntimeError("Too many open files. Communication with the workers is no longer possible."),
 ]
 CELL_ERRORS = [
     ValueError("this loss needs batch.labels"),
@@ -42,6 +51,32 @@ def test_environment_failures(err):
 @pytest.mark.parametrize("err", CELL_ERRORS, ids=lambda e: type(e).__name__)
 def test_the_cells_own_failures(err):
     assert classify(err) == CELL
+
+
+def test_an_error_raised_from_an_environment_failure_is_one():
+    """A loss that wraps the allocator's error (``raise ... from``, or raising while handling
+    it) failed by its environment; one that merely handled an unrelated error did not."""
+    try:
+        try:
+            raise MemoryError
+        except MemoryError as err:
+            raise ValueError("the batch did not fit") from err
+    except ValueError as wrapped:
+        assert classify(wrapped) == ENVIRONMENT
+    try:
+        try:
+            raise OSError(errno.EMFILE, "Too many open files")
+        except OSError:
+            raise KeyError("graph")  # noqa: B904 — raised while handling: __context__
+    except KeyError as during:
+        assert classify(during) == ENVIRONMENT
+    try:
+        try:
+            raise KeyError("graph")
+        except KeyError as err:
+            raise ValueError("bad option") from err
+    except ValueError as own:
+        assert classify(own) == CELL
 
 
 def _failed(folder, kind):
