@@ -217,6 +217,11 @@ def build(inputs: Inputs) -> Report:
             f"{across.axis} over {r.blocks_complete} settings; bars join values not separated "
             f"(Nemenyi, α = {r.alpha:g})", "critical_difference", ranked,
             {"cd": r.cd, "groups": r.groups, "name": across.axis}))
+        specs.insert(1, figure_plan.FigureSpec(
+            "rank_intervals", f"Mean rank of each {across.axis} over {r.blocks_complete} "
+            f"settings with its {round(cfg.level * 100):g}% bootstrap interval (settings and "
+            "seeds resampled) and P(rank 1)", "rank_intervals", ranked,
+            {"name": across.axis, "level": cfg.level}))
     laws = one_over_k.law_over_seeds(inputs.finite_k, inputs.grid, cfg.level)
     law_entry = one_over_k.law_claim(laws, params.data.name)
     claims = [*paper.claims, *([law_entry] if law_entry else [])]

@@ -9,7 +9,8 @@ module only shapes its cells into the ``(blocks, methods, seeds)`` array and its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from pipeline.report.tables import axes_in, ok_cells, varying
 from pipeline.seeding import numpy_generator
 from pipeline.stats.aggregates import AGGREGATES, aggregate_columns
 from pipeline.stats.compare import Comparison, compare
+from pipeline.stats.power import MAX_BLOCKS, MAX_SEEDS, POWER, Settle, settle
 from pipeline.stats.profiles import Profiles, performance_profiles
 
 # the aggregates' columns come from the registry (pipeline.stats.aggregates.AGGREGATES)
@@ -29,7 +31,8 @@ RANKS_COLUMNS = ("tier", "method", "mean_rank", *aggregate_columns(), "blocks", 
                  "blocks_ranked", "scores")
 PAIRS_COLUMNS = ("a", "b", "p_a_better", "p_a_better_lo", "p_a_better_hi", "blocks",
                  "rank_difference", "cd", "nemenyi", "wilcoxon_p", "wilcoxon_holm_p",
-                 "wilcoxon_holm")
+                 "wilcoxon_holm", "delta", "delta_lo", "delta_hi", "practically_equivalent",
+                 "seeds_to_separate", "blocks_to_separate")
 
 
 def gating_note(csv: str = "pairs.csv") -> str:
@@ -60,6 +63,8 @@ class CrossComparison:
     n_boot: int = 0  # report.bootstrap (0: not said)
     rope: float = 0.0  # report.rope: the smallest difference of interest (0: none)
     profiles: Profiles | None = None  # performance profiles, min–max per block (None: none)
+    # (a, b) in rank order -> what would settle the pair (pipeline.stats.power; empty: none)
+    settled: Mapping[tuple[str, str], Settle] = field(default_factory=dict)
 
 
 def score_array(cells: pd.DataFrame, axis: str, metric: str,
@@ -104,7 +109,26 @@ def cross_compare(cells: pd.DataFrame, cfg: ReportConfig) -> CrossComparison:
     profiles = performance_profiles(scores, methods, bool(metric.higher), cfg.bootstrap,
                                     numpy_generator("report.profile", axis, name), cfg.level)
     return CrossComparison(axis, metric, tuple(block_axes), tuple(blocks), result, "", cfg.alpha,
-                           cfg.level, cfg.bootstrap, cfg.rope, profiles)
+                           cfg.level, cfg.bootstrap, cfg.rope, profiles,
+                           settle_pairs(scores, methods, result, cfg.rope))
+
+
+def separated(result: Comparison, a: str, b: str) -> bool:
+    """Whether the ranking tells ``a`` and ``b`` apart (the decision its tiers use)."""
+    r = result.ranking
+    t = r.pair(a, b)
+    return bool(r.separated and (t.nemenyi_differs if r.posthoc == "nemenyi"
+                                 else t.wilcoxon_differs))
+
+
+def settle_pairs(scores: np.ndarray, methods: list[str], result: Comparison,
+                 rope: float) -> dict[tuple[str, str], Settle]:
+    """Per pair (a before b in rank order): :func:`pipeline.stats.power.settle` of a's
+    ``(blocks, seeds)`` scores against b's, at the comparison's α and level."""
+    r, index = result.ranking, {name: j for j, name in enumerate(methods)}
+    names = [r.methods[j] for j in r.order]
+    return {(a, b): settle(scores[:, index[a]], scores[:, index[b]], r.alpha, result.level, rope)
+            for i, a in enumerate(names) for b in names[i + 1:]}
 
 
 def ranks_table(cc: CrossComparison) -> pd.DataFrame:
@@ -151,8 +175,29 @@ def pairs_table(cc: CrossComparison) -> pd.DataFrame:
                          "rank_difference": t.rank_difference, "cd": r.cd,
                          "nemenyi": "differs" if t.nemenyi_differs else "not separated",
                          "wilcoxon_p": t.wilcoxon_p, "wilcoxon_holm_p": t.holm_p,
-                         "wilcoxon_holm": "differs" if t.wilcoxon_differs else "not separated"})
-    return pd.DataFrame(rows, columns=list(PAIRS_COLUMNS))
+                         "wilcoxon_holm": "differs" if t.wilcoxon_differs else "not separated",
+                         **_settle_row(cc, a, b)})
+    frame = pd.DataFrame(rows, columns=list(PAIRS_COLUMNS))
+    for c in ("seeds_to_separate", "blocks_to_separate"):
+        frame[c] = frame[c].astype("Int64")
+    return frame
+
+
+def _settle_row(cc: CrossComparison, a: str, b: str) -> dict[str, Any]:
+    """pairs.csv's power columns: delta (a − b, mean over blocks of the seed means) and its
+    interval; whether it is practically equivalent (inside ±report.rope); the seeds per block,
+    and the blocks (at the seeds there are), for 80% power, only for pairs the ranking does not
+    separate and that are not practically equivalent."""
+    s = cc.settled.get((a, b))
+    if s is None or cc.result is None:
+        return {"delta": np.nan, "delta_lo": np.nan, "delta_hi": np.nan,
+                "practically_equivalent": pd.NA, "seeds_to_separate": pd.NA,
+                "blocks_to_separate": pd.NA}
+    ask = not s.practically_equivalent and not separated(cc.result, a, b)
+    return {"delta": s.fit.delta, "delta_lo": s.fit.delta_low, "delta_hi": s.fit.delta_high,
+            "practically_equivalent": s.practically_equivalent,
+            "seeds_to_separate": s.seeds if ask and s.seeds is not None else pd.NA,
+            "blocks_to_separate": s.blocks if ask and s.blocks is not None else pd.NA}
 
 
 def summary(cc: CrossComparison) -> dict[str, Any]:
@@ -219,10 +264,58 @@ def notes(cc: CrossComparison) -> list[str]:
     boot = f", {cc.n_boot} resamples" if cc.n_boot else ""
     lines += [f"{a.note[:-1]} ({pct(cc.level)}{boot}; ranks.csv {', '.join(a.columns)})."
               for a in AGGREGATES if a.note]
+    lines += power_notes(cc)
     missing = [a.method for a in cc.result.methods if a.blocks_missing]
     if missing:
         lines.append(f"Left out, not filled in: settings without a cell of {', '.join(missing)} "
                      "(counted in ranks.csv, blocks_missing).")
+    return lines
+
+
+def _effect(m: Metric, delta: float) -> str:
+    """A difference on the metric's scale: points for a % metric."""
+    return f"{m.scale(delta):+.2g}" + (" points" if m.unit == "%" else f" {m.unit}".rstrip())
+
+
+def power_notes(cc: CrossComparison) -> list[str]:
+    """What would settle each adjacent pair in rank order that the ranking does not separate:
+    practically equivalent (inside ±report.rope), or the seeds per setting, or the settings,
+    for 80% power (:mod:`pipeline.stats.power`)."""
+    if cc.result is None or not cc.settled:
+        return []
+    r, m = cc.result.ranking, cc.metric
+    assert m is not None
+    names = [r.methods[j] for j in r.order]
+    rope = (f"region of practical equivalence ±{_effect(m, cc.rope)[1:]} (report.rope; Benavoli "
+            "et al. 2017)" if cc.rope > 0 else "no region of practical equivalence (report.rope "
+            "= 0)")
+    lines = [f"What would settle it: for each adjacent pair not separated, the seeds per setting "
+             f"(at these {r.blocks_total} settings) or the settings (at these seeds) at which a "
+             f"two-sided paired t-test over settings at α = {r.alpha:g} has {pct(POWER)} power "
+             "for the observed difference, from its fitted between-seed and between-setting "
+             f"variances (pairs.csv: delta, seeds_to_separate, blocks_to_separate); {rope}."]
+    for a, b in zip(names, names[1:], strict=False):
+        s = cc.settled.get((a, b))
+        if s is None or separated(cc.result, a, b):
+            continue
+        if s.practically_equivalent:
+            lines.append(f"{a} and {b}: practically equivalent (difference "
+                         f"{_effect(m, s.fit.delta)}, {pct(cc.level)} interval "
+                         f"[{_effect(m, s.fit.delta_low)}, {_effect(m, s.fit.delta_high)}] inside "
+                         "the region); more compute would not separate them in a way that "
+                         "matters.")
+            continue
+        at = f"To separate {a} from {b} at this effect ({_effect(m, s.fit.delta)})"
+        more = (f", or about {s.blocks} settings at {s.fit.seeds:g} seeds" if s.blocks else "")
+        if s.seeds is not None:
+            lines.append(f"{at}: about {s.seeds} seeds per setting{more}.")
+        elif s.blocks is not None:
+            lines.append(f"{at}: more seeds alone would not do it (the difference varies across "
+                         f"settings, or one seed per cell leaves its part unknown); about "
+                         f"{s.blocks} settings at {s.fit.seeds:g} seeds.")
+        else:
+            lines.append(f"{at}: not within {MAX_SEEDS} seeds per setting or {MAX_BLOCKS} "
+                         "settings (the observed difference is about zero).")
     return lines
 
 
