@@ -34,7 +34,10 @@ def _over_notes(infos: Sequence[TaskInfo], metric: Metric, level: float,
         lines.append(f"Task score ({_names(same)}): no selection half, so the setting is chosen "
                      f"and reported on {metric.name} itself (optimistic: the best of noisy "
                      "values).")
-    unit = (f"{pct(level)} t-interval over seeds" if seeds > 1
+    bounded = (f", on the logit scale since {metric.label} is a fraction: the interval stays "
+               "in [0, 100]% (the t-interval cut to the range where a seed is at 0 or 100%)"
+               if metric.unit == "%" else "")
+    unit = (f"{pct(level)} t-interval over seeds{bounded}" if seeds > 1
             else "one seed per cell, so no interval over seeds")
     lines.append(f"A task's entry: the mean over seeds of that setting ({unit}); rank within the "
                  "task among the losses present (1 = best, ties averaged).")

@@ -18,6 +18,7 @@ from pipeline.report.ranks import CrossComparison
 from pipeline.report.render import setting_text
 from pipeline.report.suite_values import TaskChoice
 from pipeline.report.tables import cost_total
+from pipeline.stats.intervals import bounded_seed_ci
 from pipeline.stats.ranking import Ranking, rank_methods
 from pipeline.stats.uncertainty import seed_ci
 
@@ -74,7 +75,8 @@ def per_task_table(infos: Sequence[TaskInfo], losses: Sequence[str],
                    choices: Mapping[str, Mapping[str, TaskChoice]], metric: Metric,
                    level: float) -> pd.DataFrame:
     """One row per (task, loss): mean over its seeds with the t-interval over seeds at ``level``
-    (:func:`seed_ci`; NaN bounds with one seed), the setting, its costs over all the loss's
+    (:func:`seed_ci`; for a % metric, a fraction, :func:`bounded_seed_ci`: on the logit scale,
+    inside [0, 1]; NaN bounds with one seed), the setting, its costs over all the loss's
     cells on the task, and its rank within the task among the losses present (1 = best, ties
     averaged); a loss that misses the task: ``missing`` True and NaN values."""
     rows = []
@@ -85,7 +87,8 @@ def per_task_table(infos: Sequence[TaskInfo], losses: Sequence[str],
             row: dict[str, Any] = {"task": info.name, "type": info.type, "loss": loss,
                                    "missing": c is None}
             if c is not None:
-                ci = seed_ci(c.scores, level)
+                ci = (bounded_seed_ci(c.scores, level) if metric.unit == "%"  # a fraction
+                      else seed_ci(c.scores, level))
                 row |= {"mean": ci.estimate, "lo": ci.low, "hi": ci.high,
                         "seeds": int(c.scores.size),
                         "setting": setting_text({a: v for a, v in c.setting.items()

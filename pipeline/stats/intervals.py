@@ -8,6 +8,11 @@
   SPEC §6). Row-resampling them is wrong too: a bootstrap sample repeats about 37% of
   its rows, and the ties inflate A² (on Gaussian data the "interval" of AD Avg then lies above
   the estimate itself).
+- A bounded metric's interval over seeds (:func:`bounded_seed_ci`; a recall, an accuracy: a
+  fraction in [0, 1]): the Student-t interval of :func:`seed_ci` computed on the logit scale and
+  mapped back, so it stays inside the range; where a seed sits on a bound (logit ±∞) the plain
+  t-interval cut to the range (the true value lies in the range, so the cut never removes it:
+  the coverage is the t-interval's).
 """
 
 from __future__ import annotations
@@ -52,3 +57,33 @@ def summary_intervals(z: np.ndarray, tests: ColumnTests, n_boot: int, rng: np.ra
         "ad_pass_frac": wilson_interval(int(np.sum(tests.ad_pass)), d, level),
         "dp_pass_frac": wilson_interval(int(np.sum(tests.dp_pass)), d, level),
     }
+
+
+def bounded_seed_ci(values: np.ndarray | list[float], level: float = 0.95, low: float = 0.0,
+                    high: float = 1.0) -> ConfidenceInterval:
+    """The interval over seeds of a metric bounded to [``low``, ``high``], always inside it.
+
+    estimate: the mean of the values (as :func:`seed_ci`). When every value lies strictly inside
+    the range: the t-interval (t_{(1+level)/2, n−1}, ddof 1) of logit((v − low)/(high − low)),
+    mapped back, widened to hold the estimate if the transform left it out; else (a value on a
+    bound): :func:`seed_ci` cut to [low, high]. Fewer than 2 values: NaN bounds. ValueError when
+    a value lies outside the range or the range is empty.
+    """
+    check_level(level)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"range [{low!r}, {high!r}]: expected finite low < high")
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if np.any((arr < low) | (arr > high)):
+        bad = arr[(arr < low) | (arr > high)][0]
+        raise ValueError(f"value {bad!r} outside the metric's range [{low:g}, {high:g}]")
+    plain = seed_ci(arr, level)
+    if arr.size < 2 or not np.isfinite(plain.low):
+        return plain
+    p = (arr - low) / (high - low)
+    if np.any((p <= 0.0) | (p >= 1.0)):
+        return ConfidenceInterval(plain.estimate, max(plain.low, low), min(plain.high, high),
+                                  level)
+    z = seed_ci(np.log(p) - np.log1p(-p), level)
+    lo, hi = (low + (high - low) / (1.0 + math.exp(-v)) for v in (z.low, z.high))
+    return ConfidenceInterval(plain.estimate, min(lo, plain.estimate), max(hi, plain.estimate),
+                              level)
