@@ -43,8 +43,9 @@ class Inputs:
 
 @dataclass(frozen=True)
 class Summary:
-    """``reports/metrics.json``: counts, the headline metrics' means over ok cells and their
-    best cells, the control sentences and the paper claims; ``extra``: the comparison across
+    """``reports/summary.json``, and flat in ``metrics.json`` / ``metrics_detail.json``
+    (:meth:`dvc_metrics`): counts, the headline metrics' means over ok cells and their best
+    cells, the control sentences and the paper claims; ``extra``: the comparison across
     settings (``compare``) and the O(1/k) law's fits (``one_over_k``)."""
 
     cells: int
@@ -62,8 +63,8 @@ class Summary:
         return out | out.pop("extra")
 
     def flat(self) -> dict[str, float | int]:
-        """``reports/metrics.json``, the DVC metrics: a few numbers, flat, so that `dvc exp show`
-        and `dvc metrics diff` compare experiments column by column."""
+        """Every number of the summary, flat (``a_b_c`` keys): what :meth:`dvc_metrics` splits
+        into ``reports/metrics.json`` and ``reports/metrics_detail.json``."""
         out: dict[str, float | int] = {"cells": self.cells, "failed": self.failed}
         out |= {f"mean_{name}": value for name, value in self.mean.items()}
         out |= {f"best_{name}": entry["value"] for name, entry in self.best.items()}
@@ -75,8 +76,27 @@ class Summary:
         out |= _numbers(self.extra)  # e.g. one_over_k_initial_slope
         return out
 
+    def dvc_metrics(self) -> tuple[dict[str, float | int], dict[str, float | int]]:
+        """(``reports/metrics.json``, ``reports/metrics_detail.json``): :meth:`flat` in two.
+
+        The first is the stage's DVC metrics, what `dvc exp show` prints by default, one column
+        a key: the counts, the mean and the best cell of each ranked headline metric, the paper
+        claims decided, and each compared method's chance of ranking first (``compare_<method>
+        _p_rank1``). The second holds every other number (the unranked metrics' means, the rest
+        of the comparison, the O(1/k) fits); it is a plain output, not a DVC metric, so it
+        stays out of the default table: `dvc metrics show reports/metrics_detail.json` prints
+        it and `dvc metrics diff --targets reports/metrics_detail.json` compares it.
+        """
+        flat = self.flat()
+        ranked = {f"{end}_{name}" for name in self.best for end in ("mean", "best")}
+        head = {k: v for k, v in flat.items()
+                if k in ("cells", "failed") or k in ranked or k.startswith("paper_claims_")
+                or (k.startswith("compare_") and k.endswith(HEADLINE_COMPARE))}
+        return head, {k: v for k, v in flat.items() if k not in head}
+
 
 INTERNAL = "internal_check"  # summary.json only: checks of the code itself are not evidence
+HEADLINE_COMPARE = "_p_rank1"  # of the comparison's numbers, the one metrics.json holds
 
 
 def _numbers(tree: Any, prefix: str = "") -> dict[str, float | int]:

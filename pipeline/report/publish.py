@@ -3,8 +3,9 @@
 Files (under ``out``): ``cells.{csv,md}``, ``leaderboard.{md,tex,csv,html}``,
 ``leaderboard_full.csv``, ``comparison.csv``, ``ranks.csv``, ``pairs.csv`` (the comparison
 across settings, :mod:`pipeline.report.ranks`), ``paper_tables.{md,csv}``, ``history.csv``,
-``plots/*.{png,svg}``, ``one_over_k.csv``, ``metrics.json`` (flat: the DVC metrics) and
-``summary.json`` (everything, nested: best cells, the control sentences, the paper claims).
+``plots/*.{png,svg}``, ``one_over_k.csv``, ``metrics.json`` (flat: the headline numbers, the
+DVC metrics), ``metrics_detail.json`` (flat: every other number) and ``summary.json``
+(everything, nested: best cells, the control sentences, the paper claims).
 
 :func:`render` turns the report's values into the bytes of each file (each figure drawn once:
 the bytes written under ``plots/`` are the bytes the HTML page embeds); :func:`write` writes
@@ -108,8 +109,9 @@ def render(report: Report, norms: Mapping[str, np.ndarray]) -> dict[str, bytes]:
     summary = report.summary
     files["summary.json"] = (json.dumps(summary.to_json(), indent=2, sort_keys=True,
                                         default=str) + "\n").encode("utf-8")
-    files["metrics.json"] = (json.dumps(summary.flat(), indent=2, sort_keys=True)
-                             + "\n").encode("utf-8")
+    for name, numbers in zip(("metrics.json", "metrics_detail.json"), summary.dvc_metrics(),
+                             strict=True):
+        files[name] = (json.dumps(numbers, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return files
 
 

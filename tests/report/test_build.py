@@ -90,6 +90,14 @@ def test_write_gives_every_declared_output(inputs, tmp_path):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["cells"] == 108 and metrics["failed"] == 1
     assert all(not isinstance(v, dict | list | str) for v in metrics.values())
+    # the headline in metrics.json (the columns of `dvc exp show`), every other number beside it
+    detail = json.loads((tmp_path / "metrics_detail.json").read_text())
+    assert all(not isinstance(v, dict | list | str) for v in detail.values())
+    assert not set(metrics) & set(detail) and metrics | detail == report.summary.flat()
+    assert set(metrics) == {"cells", "failed", "mean_recall_at_1", "best_recall_at_1",
+                            "mean_risk_keval", "best_risk_keval", *(
+                                f"compare_{loss}_p_rank1" for loss in report.ranks["loss"])}
+    assert {"mean_cv", "compare_cd", "compare_infonce_mean_rank"} <= set(detail)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["cells"] == 108 and "paper_claims" in summary
     page = (tmp_path / "leaderboard.html").read_text()
