@@ -66,18 +66,16 @@ def bounded_seed_ci(values: np.ndarray | list[float], level: float = 0.95, low: 
     estimate: the mean of the values (as :func:`seed_ci`). When every value lies strictly inside
     the range: the t-interval (t_{(1+level)/2, n−1}, ddof 1) of logit((v − low)/(high − low)),
     mapped back, widened to hold the estimate if the transform left it out; else (a value on a
-    bound): :func:`seed_ci` cut to [low, high]. Fewer than 2 values: NaN bounds. ValueError when
-    a value lies outside the range or the range is empty.
+    bound): :func:`seed_ci` cut to [low, high]. Fewer than 2 values: NaN bounds. A value outside
+    the range (the metric is not bounded there after all): :func:`seed_ci` as it is. ValueError
+    when the range is empty.
     """
     check_level(level)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"range [{low!r}, {high!r}]: expected finite low < high")
     arr = np.asarray(values, dtype=np.float64).ravel()
-    if np.any((arr < low) | (arr > high)):
-        bad = arr[(arr < low) | (arr > high)][0]
-        raise ValueError(f"value {bad!r} outside the metric's range [{low:g}, {high:g}]")
     plain = seed_ci(arr, level)
-    if arr.size < 2 or not np.isfinite(plain.low):
+    if arr.size < 2 or not np.isfinite(plain.low) or np.any((arr < low) | (arr > high)):
         return plain
     p = (arr - low) / (high - low)
     if np.any((p <= 0.0) | (p >= 1.0)):
