@@ -126,7 +126,7 @@ REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "rank
                    "selection", "suite", "suite_values", "suite_tables", "suite_notes",
                    "suite_points", "trained_enough", "epoch_gap"}
 REPORT_RENDER = {"markdown", "latex", "html", "canvas", "figures", "cd_diagram",
-                 "rank_interval_plot", "one_over_k_plot", "simplex", "papers_md",
+                 "rank_interval_plot", "profile_plot", "one_over_k_plot", "simplex", "papers_md",
                  "image_rows_md", "publish",
                  "suite_render", "suite_publish", "tex_escape"}
 REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only

@@ -32,6 +32,7 @@ from pipeline.report.figure_plan import (
     norm_cells,
     plan,
 )
+from pipeline.report.profile_plot import performance_profile
 from pipeline.report.rank_interval_plot import rank_intervals
 from pipeline.report.render import axis_header
 from pipeline.report.tables import check_columns
@@ -292,4 +293,4 @@ DRAW: dict[str, Callable[..., Drawing]] = {
     "variant_comparison": variant_comparison, "bound_terms": bound_terms, "gap_vs_k": gap_vs_k,
     "gap_vs_epoch": gap_vs_epoch,
     "critical_difference": critical_difference, "pareto": pareto,
-    "rank_intervals": rank_intervals}
+    "rank_intervals": rank_intervals, "performance_profile": performance_profile}
