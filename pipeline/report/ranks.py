@@ -277,10 +277,10 @@ def _effect(m: Metric, delta: float) -> str:
     return f"{m.scale(delta):+.2g}" + (" points" if m.unit == "%" else f" {m.unit}".rstrip())
 
 
-def power_notes(cc: CrossComparison) -> list[str]:
+def power_notes(cc: CrossComparison, block: str = "setting") -> list[str]:
     """What would settle each adjacent pair in rank order that the ranking does not separate:
     practically equivalent (inside ±report.rope), or the seeds per setting, or the settings,
-    for 80% power (:mod:`pipeline.stats.power`)."""
+    for 80% power (:mod:`pipeline.stats.power`); ``block``: what a block is called ("task")."""
     if cc.result is None or not cc.settled:
         return []
     r, m = cc.result.ranking, cc.metric
@@ -289,10 +289,10 @@ def power_notes(cc: CrossComparison) -> list[str]:
     rope = (f"region of practical equivalence ±{_effect(m, cc.rope)[1:]} (report.rope; Benavoli "
             "et al. 2017)" if cc.rope > 0 else "no region of practical equivalence (report.rope "
             "= 0)")
-    lines = [f"What would settle it: for each adjacent pair not separated, the seeds per setting "
-             f"(at these {r.blocks_total} settings) or the settings (at these seeds) at which a "
-             f"two-sided paired t-test over settings at α = {r.alpha:g} has {pct(POWER)} power "
-             "for the observed difference, from its fitted between-seed and between-setting "
+    lines = [f"What would settle it: for each adjacent pair not separated, the seeds per {block} "
+             f"(at these {r.blocks_total} {block}s) or the {block}s (at these seeds) at which a "
+             f"two-sided paired t-test over {block}s at α = {r.alpha:g} has {pct(POWER)} power "
+             f"for the observed difference, from its fitted between-seed and between-{block} "
              f"variances (pairs.csv: delta, seeds_to_separate, blocks_to_separate); {rope}."]
     for a, b in zip(names, names[1:], strict=False):
         s = cc.settled.get((a, b))
@@ -306,16 +306,16 @@ def power_notes(cc: CrossComparison) -> list[str]:
                          "matters.")
             continue
         at = f"To separate {a} from {b} at this effect ({_effect(m, s.fit.delta)})"
-        more = (f", or about {s.blocks} settings at {s.fit.seeds:g} seeds" if s.blocks else "")
+        more = (f", or about {s.blocks} {block}s at {s.fit.seeds:g} seeds" if s.blocks else "")
         if s.seeds is not None:
-            lines.append(f"{at}: about {s.seeds} seeds per setting{more}.")
+            lines.append(f"{at}: about {s.seeds} seeds per {block}{more}.")
         elif s.blocks is not None:
             lines.append(f"{at}: more seeds alone would not do it (the difference varies across "
-                         f"settings, or one seed per cell leaves its part unknown); about "
-                         f"{s.blocks} settings at {s.fit.seeds:g} seeds.")
+                         f"{block}s, or one seed per cell leaves its part unknown); about "
+                         f"{s.blocks} {block}s at {s.fit.seeds:g} seeds.")
         else:
-            lines.append(f"{at}: not within {MAX_SEEDS} seeds per setting or {MAX_BLOCKS} "
-                         "settings (the observed difference is about zero).")
+            lines.append(f"{at}: not within {MAX_SEEDS} seeds per {block} or {MAX_BLOCKS} "
+                         f"{block}s (the observed difference is about zero).")
     return lines
 
 
