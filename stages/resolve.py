@@ -2,9 +2,9 @@
 
 The profile comes from ``--profile`` or the ``CBENCH_PROFILE`` environment variable. Writes
 ``params.resolved.yaml`` (every option filled in; every later stage reads it) and
-``params.tracked.yaml``, what DVC tracks: the grid axes, a few headline settings, and one digest
-per section, so each stage reruns exactly when a section it reads changes and ``dvc exp show``
-lists the grid and the metrics rather than every option.
+``params.tracked.yaml``, what DVC tracks: the grid axes and one digest per stage of the values
+it reads (:mod:`pipeline.config.tracked`), so each stage reruns exactly when a value it reads
+changes and ``dvc exp show`` lists the grid and the metrics rather than every option.
 
 DVC runs this stage on every ``dvc repro`` (it reads the profile, which DVC does not track).
 The files the params name (a data set's, a pretrained tower's weights, a plugin file) must be

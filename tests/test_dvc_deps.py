@@ -103,3 +103,38 @@ def test_every_param_a_stage_declares_is_tracked(tmp_path, tiny_params, monkeypa
                 for part in key.split("."):
                     assert part in node, f"{stage}: {key} is not in params.tracked.yaml"
                     node = node[part]
+
+
+def test_each_stage_declares_its_digest_of_the_params_it_reads():
+    """Every stage but resolve declares its digest (``stages.<stage>``, tracked.READS; train also
+    the grid axes) and nothing else: the params columns of `dvc exp show`."""
+    from pipeline.config.tracked import READS
+
+    declared = {stage: [key for entry in spec.get("params", [])
+                        for key in entry.get("params.tracked.yaml", [])]
+                for stage, spec in DVC.items() if stage != "resolve"}
+    assert set(declared) == set(READS)
+    for stage, keys in declared.items():
+        assert keys == [*(["grid"] if stage == "train" else []), f"stages.{stage}"], stage
+
+
+def test_a_stage_digest_changes_exactly_when_a_value_it_reads_changes(tmp_path, tiny_params):
+    """Changing one key of the resolved params changes the digest of the stages that read it
+    (its section, or the key itself) and no other."""
+    from pipeline.config import load
+    from pipeline.config.tracked import READS, tracked
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params))
+    resolved = load(tmp_path / "params.yaml").model_dump(mode="json")
+    before = tracked(resolved)["stages"]
+    for key in ("data.name", "train.epochs", "report.level", "stats.epochs", "tracking",
+                "search", "geometry", "loss_options"):
+        changed = yaml.safe_load(yaml.safe_dump(resolved))
+        section, _, leaf = key.partition(".")
+        if leaf:
+            changed[section][leaf] = "changed"
+        else:
+            changed[section] = {"changed": True}
+        after = tracked(changed)["stages"]
+        readers = {stage for stage, keys in READS.items() if section in keys or key in keys}
+        assert readers and {s for s in before if before[s] != after[s]} == readers, key

@@ -1,8 +1,9 @@
 """``params.tracked.yaml``: what DVC tracks of the resolved params.
 
-The grid axes, a few headline settings, and one digest per section, so each stage reruns exactly
-when a section it reads changes (each stage of ``dvc.yaml`` declares the digests of the sections
-it reads) and ``dvc exp show`` lists the grid and the metrics rather than every option.
+The grid axes, and one digest per stage of ``dvc.yaml`` over the values it reads
+(:data:`READS`). Each stage declares its digest (``stages.<stage>``; train also ``grid``), so DVC
+reruns it exactly when one of those values changes, and ``dvc exp show`` lists the grid axes and
+one column per stage rather than every option.
 """
 
 from __future__ import annotations
@@ -11,21 +12,34 @@ import hashlib
 import json
 from typing import Any
 
-# Sections tracked by digest: each stage declares the digests of the sections it reads.
-DIGESTED = ("plugins", "data", "loss_options", "schedule_options", "arch_options", "train",
-            "stats", "search", "bounds", "probe", "report", "geometry", "tracking")
-HEADLINE = {"data": ("name", "n_train", "n_heldout", "seed"),
-            "train": ("epochs", "lr", "optimizer", "negatives", "precision"),
-            "stats": ("epochs",), "report": ("level",)}
+# What each stage of dvc.yaml reads of the resolved params besides the grid axes: whole sections
+# by name, single keys dotted. tests/test_dvc_deps.py checks that every stage declares its digest.
+READS = {
+    "prepare": ("data",),
+    "train": ("plugins", "data", "loss_options", "schedule_options", "arch_options", "train",
+              "stats.epochs", "tracking"),
+    "stats": ("stats", "train.epochs", "report.level"),
+    "search": ("search",),
+    "bounds": ("bounds",),
+    "probe": ("probe", "data.name", "report.level"),
+    "geometry": ("geometry",),
+    "report": ("report", "data.name", "train.epochs", "tracking"),
+}
 
 
 def digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _value(resolved: dict[str, Any], key: str) -> Any:
+    node = resolved
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
 def tracked(resolved: dict[str, Any]) -> dict[str, Any]:
     """What DVC tracks of the resolved params (see the module docstring)."""
-    out: dict[str, Any] = {"grid": resolved["grid"]}
-    out |= {section: {k: resolved[section][k] for k in keys} for section, keys in HEADLINE.items()}
-    out["digests"] = {section: digest(resolved[section]) for section in DIGESTED}
-    return out
+    return {"grid": resolved["grid"],
+            "stages": {stage: digest({key: _value(resolved, key) for key in keys})
+                       for stage, keys in READS.items()}}
