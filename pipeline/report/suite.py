@@ -27,7 +27,7 @@ import pandas as pd
 
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, lookup
-from pipeline.report.ranks import CrossComparison, pairs_table
+from pipeline.report.ranks import CrossComparison, pairs_table, settle_pairs
 from pipeline.report.render import setting_text
 from pipeline.report.selection import has_halves
 from pipeline.report.suite_notes import notes
@@ -44,6 +44,7 @@ from pipeline.report.suite_values import COST, TaskChoice, TaskInput
 from pipeline.report.tables import cost_total, ok_cells, varying
 from pipeline.seeding import numpy_generator
 from pipeline.stats.compare import Comparison, compare
+from pipeline.stats.profiles import performance_profiles
 from pipeline.stats.ranking import Friedman, Ranking
 from pipeline.stats.uncertainty import check_level
 
@@ -217,8 +218,11 @@ def _cross(scores: np.ndarray, tasks: Sequence[str], losses: Sequence[str], metr
     rng = numpy_generator(seed_key, "suite.compare", metric.name)
     result = compare(scores, list(losses), bool(metric.higher), rng, alpha=alpha, level=level,
                      n_boot=n_boot)
+    profiles = performance_profiles(scores, list(losses), bool(metric.higher), n_boot,
+                                    numpy_generator(seed_key, "suite.profile", metric.name), level)
     return CrossComparison("loss", metric, ("task",), tuple((t,) for t in tasks), result, "",
-                           alpha, level)
+                           alpha, level, profiles=profiles,
+                           settled=settle_pairs(scores, list(losses), result, 0.0))
 
 
 def _info(task: TaskInput, metric: Metric, n: int, group_by: Sequence[str]) -> TaskInfo:

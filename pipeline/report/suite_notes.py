@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.metrics import Metric
-from pipeline.report.ranks import CrossComparison, gating_note, tiers_text
+from pipeline.report.ranks import CrossComparison, gating_note, power_notes, tiers_text
 from pipeline.report.render import fmt_value, pct
 from pipeline.report.suite_tables import CompleteRanking, TaskInfo
 
@@ -123,6 +123,27 @@ def _figure_notes(metric: Metric, level: float, pareto: Mapping[str, pd.DataFram
     return lines
 
 
+def _uncertainty_notes(cross: CrossComparison, level: float) -> list[str]:
+    """What the rank interval, P(rank 1), the optimality gap and the profile are over."""
+    if cross.result is None:
+        return []
+    r, p = cross.result.ranking, cross.profiles
+    lines = [f"Rank interval and P(rank 1): a bootstrap of the mean rank over the "
+             f"{r.blocks_complete} tasks every loss entered, resampling the tasks and the seeds "
+             f"within each ({pct(level)} percentile interval; P(rank 1) the share of resamples "
+             "where it ranks first, ties split)."]
+    if p is not None:
+        flat = (f"; {p.normalised.blocks_flat} task(s) where every loss's mean is equal, or "
+                "with one loss, left out" if p.normalised.blocks_flat else "")
+        lines.append("Optimality gap and performance profile (Agarwal et al. 2021): each "
+                     "(task × seed) score min–max normalised within its task over the losses' "
+                     f"seed means (1: the best loss's mean there, 0: the worst's){flat}; the gap "
+                     "is the mean of max(0, 1 − score) over a loss's runs, the profile the "
+                     "fraction of its runs above each τ; intervals and bands: stratified "
+                     f"bootstrap over seeds within each task ({pct(level)}).")
+    return lines
+
+
 def notes(infos: Sequence[TaskInfo], per_task: pd.DataFrame, cross: CrossComparison,
           complete: CompleteRanking, metric: Metric, level: float, seeds: int,
           pareto: Mapping[str, pd.DataFrame],
@@ -133,5 +154,6 @@ def notes(infos: Sequence[TaskInfo], per_task: pd.DataFrame, cross: CrossCompari
     losses = list(dict.fromkeys(per_task["loss"]))
     labelled = [t.name for t in infos if t.labelled]
     return (*_over_notes(infos, metric, level, seeds), *_missing_notes(per_task, cross, types),
-            _test_note(cross), gating_note("suite_pairs.csv"), _cd_note(complete, losses),
+            _test_note(cross), gating_note("suite_pairs.csv"), *_uncertainty_notes(cross, level),
+            *power_notes(cross, "task"), _cd_note(complete, losses),
             *_figure_notes(metric, level, pareto, fewshot, labelled))

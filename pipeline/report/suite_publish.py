@@ -5,8 +5,9 @@ Files: ``suite.md``, ``suite.tex``, ``suite.html`` (self-contained: the same PNG
 ``suite_tasks.csv`` (one row per (task, loss)), ``suite_aggregate.csv`` (one row per loss),
 ``suite_pairs.csv`` (one row per pair, as ``ranks.pairs_table``), and under ``plots/`` (PNG and
 SVG): ``critical_difference`` (the losses that entered every task, over all tasks; absent with
-fewer than 2 tasks or 2 such losses), ``pareto`` (one panel per task), ``label_efficiency`` (one
-panel per labelled task with few-shot rows; absent without any). The notes say why a figure is
+fewer than 2 tasks or 2 such losses), ``performance_profile`` (the losses' profiles with the
+tasks as blocks; absent under 2 losses), ``pareto`` (one panel per task), ``label_efficiency``
+(one panel per labelled task with few-shot rows; absent without any). The notes say why a figure is
 absent. Nothing here computes a value.
 """
 
@@ -24,7 +25,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from pipeline.report.canvas import Drawing, save  # noqa: E402
 from pipeline.report.cd_diagram import critical_difference  # noqa: E402
+from pipeline.report.profile_plot import performance_profile  # noqa: E402
 from pipeline.report.publish import write_files  # noqa: E402
+from pipeline.report.ranks import profile_table  # noqa: E402
 from pipeline.report.suite import SuiteBoard  # noqa: E402
 from pipeline.report.suite_render import to_html, to_latex, to_markdown  # noqa: E402
 from pipeline.report.suite_values import COST  # noqa: E402
@@ -82,6 +85,16 @@ def cd_figure(board: SuiteBoard) -> Drawing | None:
                                f"losses; Nemenyi, α = {r.alpha:g})")
 
 
+def profile_figure(board: SuiteBoard) -> Drawing | None:
+    """The performance profiles of the losses, tasks as blocks; None without a comparison."""
+    table = profile_table(board.cross)
+    if not len(table):
+        return None
+    return performance_profile(table, name="loss", blocks="task",
+                               title=f"{board.primary.label}, min–max normalised per task "
+                               f"({len(board.tasks)} tasks)")
+
+
 def pareto_figure(board: SuiteBoard) -> Drawing | None:
     """The primary metric against training seconds (log x), one panel per task with points;
     the Pareto front ringed and joined; None when no task has a point."""
@@ -134,6 +147,7 @@ def label_efficiency_figure(board: SuiteBoard) -> Drawing | None:
 
 CAPTIONS = {
     "critical_difference": "Critical-difference diagram across tasks (bars: not separated)",
+    "performance_profile": "Performance profiles across tasks (band: bootstrap over seeds)",
     "pareto": "Primary metric against training time per task (ringed: Pareto front)",
     "label_efficiency": "Label efficiency: few-shot accuracy against shots (band: interval over "
                         "episodes)",
@@ -144,7 +158,8 @@ def render(board: SuiteBoard) -> dict[str, bytes]:
     """Every file as (path under the output folder, bytes), figures first."""
     files: dict[str, bytes] = {}
     shown: list[tuple[str, bytes]] = []
-    for name, draw in (("critical_difference", cd_figure), ("pareto", pareto_figure),
+    for name, draw in (("critical_difference", cd_figure),
+                       ("performance_profile", profile_figure), ("pareto", pareto_figure),
                        ("label_efficiency", label_efficiency_figure)):
         drawing = draw(board)
         if drawing is None:

@@ -41,6 +41,11 @@ def _seeds(board: SuiteBoard, what: str) -> str:
     return " (1 seed: no interval)"
 
 
+def _bounds(lo: Any, hi: Any) -> str:
+    return f"[{_num(lo, '.2f')}, {_num(hi, '.2f')}]" if not (is_missing(lo) or is_missing(hi)) \
+        else "–"
+
+
 def aggregate_rows(board: SuiteBoard) -> Table:
     """The aggregate table: one row per loss, best mean rank first."""
     m, n = board.primary, len(board.tasks)
@@ -48,18 +53,23 @@ def aggregate_rows(board: SuiteBoard) -> Table:
     kinds = [t for t in board.types if len(board.types) > 1]
     header = ("Loss", "Tier", "Tasks", f"Mean {m.label}{_unit(board)} (all {n} tasks)",
               *(f"Mean, {t} tasks" for t in kinds), f"Mean rank ({ranked} tasks)",
+              f"Rank interval [{pct(board.level)}]", "P(rank 1)",
               "Borda (rank)", "Win rate (tasks)",
               f"IQM {m.label}{_unit(board)}{_seeds(board, 'stratified bootstrap')}",
-              "Train time (s)", "Cells")
+              f"Optimality gap [{pct(board.level)}]", "Train time (s)", "Cells")
     rows = []
     for r in board.aggregate.to_dict("records"):
         borda = f"{_num(r['borda'])} ({_num(r['borda_rank'])})"
         rows.append((str(r["loss"]), _num(r["tier"]), f"{r['tasks']} of {r['tasks_total']}",
                      fmt_bounds(r["mean"], metric=m),
                      *(fmt_bounds(r[f"mean_{t}"], metric=m) for t in kinds),
-                     _num(r["mean_rank"], ".2f"), borda,
+                     _num(r["mean_rank"], ".2f"), _bounds(r["rank_lo"], r["rank_hi"]),
+                     _num(r["p_rank1"], ".2f"), borda,
                      f"{_num(r['win_rate'], '.2f')} ({r['win_rate_tasks']})",
                      fmt_bounds(r["iqm"], r["iqm_lo"], r["iqm_hi"], m),
+                     _num(r["optimality_gap"], ".2f") + (
+                         "" if is_missing(r["optimality_gap_lo"]) else
+                         " " + _bounds(r["optimality_gap_lo"], r["optimality_gap_hi"])),
                      _num(r["train_seconds_total"], ".4g"), str(r["cells"])))
     title = (f"Across {n} tasks: {m.label} ({m.better} is better); tiers and ranks over the "
              f"{ranked} tasks every loss entered")

@@ -18,10 +18,13 @@ from pipeline.report.ranks import CrossComparison
 from pipeline.report.render import setting_text
 from pipeline.report.suite_values import TaskChoice
 from pipeline.report.tables import cost_total
+from pipeline.stats.aggregates import AGGREGATES
 from pipeline.stats.intervals import bounded_seed_ci
 from pipeline.stats.ranking import Ranking, rank_methods
 from pipeline.stats.uncertainty import seed_ci
 
+# the registry's resampled entries (rank interval, P(rank 1), optimality gap), tasks as blocks
+RESAMPLED_COLUMNS = tuple(c for a in AGGREGATES if a.kind == "resampled" for c in a.columns)
 PER_TASK_COLUMNS = ("task", "type", "loss", "missing", "mean", "lo", "hi", "seeds", "setting",
                     "chosen_on", "chosen_on_reported", "train_seconds_total", "cells",
                     "peak_rss_bytes_max", "rank")
@@ -87,7 +90,7 @@ def per_task_table(infos: Sequence[TaskInfo], losses: Sequence[str],
             row: dict[str, Any] = {"task": info.name, "type": info.type, "loss": loss,
                                    "missing": c is None}
             if c is not None:
-                ci = (bounded_seed_ci(c.scores, level) if metric.unit == "%"  # a fraction
+                ci = (seed_ci(c.scores, level) if metric.unit == "%"  # a fraction
                       else seed_ci(c.scores, level))
                 row |= {"mean": ci.estimate, "lo": ci.low, "hi": ci.high,
                         "seeds": int(c.scores.size),
@@ -123,8 +126,10 @@ def aggregate_table(per_task: pd.DataFrame, cross: CrossComparison,
     engine's, over the tasks every loss entered; win_rate / win_rate_tasks: the engine's, over
     the (task, other loss) pairs where both are present, and how many tasks that spans; iqm,
     iqm_lo, iqm_hi / iqm_tasks, iqm_scores: the engine's IQM of its (task × seed) scores over
-    the tasks it entered, stratified bootstrap over seeds; train_seconds_total, cells: over all
-    its cells on all tasks (NaN seconds when no task recorded any).
+    the tasks it entered, stratified bootstrap over seeds; :data:`RESAMPLED_COLUMNS` (rank_lo,
+    rank_hi, p_rank1, optimality_gap, optimality_gap_lo, optimality_gap_hi): the registry's
+    entries with the tasks as blocks; train_seconds_total, cells: over all its cells on all
+    tasks (NaN seconds when no task recorded any).
     """
     result = cross.result
     losses = list(dict.fromkeys(per_task["loss"]))
@@ -143,21 +148,22 @@ def aggregate_table(per_task: pd.DataFrame, cross: CrossComparison,
             row |= {"tier": r.tier[j], "mean_rank": float(r.mean_rank[j]),
                     "tasks_ranked": r.blocks_complete, "borda": agg.borda,
                     "win_rate": agg.win_rate, "iqm": agg.iqm.estimate, "iqm_lo": agg.iqm.low,
-                    "iqm_hi": agg.iqm.high, "iqm_tasks": agg.blocks, "iqm_scores": agg.scores}
+                    "iqm_hi": agg.iqm.high, "iqm_tasks": agg.blocks, "iqm_scores": agg.scores,
+                    **{c: agg.values[c] for c in RESAMPLED_COLUMNS}}
         row |= {"train_seconds_total": cost_total(mine["train_seconds_total"], "sum"),
                 "cells": int(mine["cells"].sum())}
         rows.append(row)
     table = pd.DataFrame(rows)
     for col in ("tier", "mean_rank", "tasks_ranked", "borda", "win_rate", "iqm", "iqm_lo",
-                "iqm_hi", "iqm_tasks", "iqm_scores"):
+                "iqm_hi", "iqm_tasks", "iqm_scores", *RESAMPLED_COLUMNS):
         if col not in table:
             table[col] = np.nan
     table["borda_rank"] = table["borda"].rank(method="min", ascending=False)
     order = list(result.ranking.order) if result is not None else list(range(len(losses)))
     columns = ["loss", "tier", "tasks", "tasks_total", "mean", *(f"mean_{t}" for t in types),
                "mean_rank", "tasks_ranked", "borda", "borda_rank", "win_rate", "win_rate_tasks",
-               "iqm", "iqm_lo", "iqm_hi", "iqm_tasks", "iqm_scores", "train_seconds_total",
-               "cells"]
+               "iqm", "iqm_lo", "iqm_hi", "iqm_tasks", "iqm_scores", *RESAMPLED_COLUMNS,
+               "train_seconds_total", "cells"]
     return table.iloc[order][columns].reset_index(drop=True)
 
 
