@@ -9,6 +9,7 @@ module only shapes its cells into the ``(blocks, methods, seeds)`` array and its
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -307,12 +308,24 @@ def power_notes(cc: CrossComparison, block: str = "setting") -> list[str]:
             continue
         at = f"To separate {a} from {b} at this effect ({_effect(m, s.fit.delta)})"
         more = (f", or about {s.blocks} {block}s at {s.fit.seeds:g} seeds" if s.blocks else "")
-        if s.seeds is not None:
+        if s.seeds is not None and s.seeds <= s.fit.seeds:
+            t = r.pair(a, b)
+            need = math.ceil(len(r.methods) * (len(r.methods) + 1) / 6.0
+                             * (r.q_alpha / abs(t.rank_difference)) ** 2) \
+                if t.rank_difference else None
+            lines.append(f"{a} against {b} ({_effect(m, s.fit.delta)}): a paired t-test over "
+                         f"these {block}s already has {pct(POWER)} power; the rank test is what "
+                         "does not separate them" + (f" (its CD reaches their rank difference "
+                                                     f"at about {need} {block}s)." if need
+                                                     else "."))
+        elif s.seeds is not None:
             lines.append(f"{at}: about {s.seeds} seeds per {block}{more}.")
         elif s.blocks is not None:
-            lines.append(f"{at}: more seeds alone would not do it (the difference varies across "
-                         f"{block}s, or one seed per cell leaves its part unknown); about "
-                         f"{s.blocks} {block}s at {s.fit.seeds:g} seeds.")
+            why = ("one seed per cell leaves the seeds' part unknown" if
+                   not np.isfinite(s.fit.sigma2_seed) else f"the difference varies across "
+                   f"{block}s")
+            lines.append(f"{at}: more seeds alone would not do it ({why}); about {s.blocks} "
+                         f"{block}s at {s.fit.seeds:g} seeds.")
         else:
             lines.append(f"{at}: not within {MAX_SEEDS} seeds per {block} or {MAX_BLOCKS} "
                          f"{block}s (the observed difference is about zero).")
