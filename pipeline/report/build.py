@@ -242,6 +242,12 @@ def build(inputs: Inputs) -> Report:
             f"settings with its {round(cfg.level * 100):g}% bootstrap interval (settings and "
             "seeds resampled) and P(rank 1)", "rank_intervals", ranked,
             {"name": across.axis, "level": cfg.level}))
+        specs.insert(2, figure_plan.FigureSpec(
+            "performance_profile", f"Performance profile: the fraction of each {across.axis}'s "
+            "(setting × seed) runs above τ, the score min–max normalised per setting (band: "
+            "bootstrap over seeds; legend: optimality gap)",
+            "performance_profile", ranks.profile_table(across),
+            {"name": across.axis, "blocks": "setting"}))
     laws = one_over_k.law_over_seeds(inputs.finite_k, inputs.grid, cfg.level)
     law_entry = one_over_k.law_claim(laws, params.data.name)
     claims = [*paper.claims, *([law_entry] if law_entry else [])]
