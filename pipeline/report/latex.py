@@ -66,7 +66,9 @@ def tabular(board: Board) -> str:
 
 
 def to_latex(board: Board, label: str = "tab:leaderboard") -> str:
-    """A complete ``table`` float: caption, label, the scaled tabular, the notes and provenance.
+    """A complete ``table`` float (caption, label, the scaled tabular), then its notes and
+    provenance as small text after it: a float cannot break across pages, and the notes of a
+    comparison (tiers, rank intervals, what would settle each pair) can run longer than one.
 
     label: a LaTeX key (no spaces or special characters).
     """
@@ -76,12 +78,12 @@ def to_latex(board: Board, label: str = "tab:leaderboard") -> str:
     notes = [*board.notes, f"Provenance: {board.provenance_text}."]
     packages = ", ".join(rf"\usepackage{{{p}}}" for p in PACKAGES)
     parts = [f"% {board.title}: needs {packages} in the preamble.",
-             r"% \input{leaderboard.tex} anywhere a table float may go.",
+             r"% \input{leaderboard.tex} where a table float and its notes may go.",
              r"\begin{table}[t]", r"\centering",
              rf"\caption{{{escape(board.title)}: {escape(board.caption)}}}",
              rf"\label{{{label}}}", r"\small", r"\setlength{\tabcolsep}{4pt}",
              r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-             tabular(board) + "}", r"\par\smallskip",
-             r"\begin{minipage}{\linewidth}\footnotesize\raggedright",
-             r"\par ".join(escape(n) for n in notes), r"\end{minipage}", r"\end{table}"]
+             tabular(board) + "}", r"\end{table}",
+             r"\begin{flushleft}\footnotesize",
+             r"\par ".join(escape(n) for n in notes), r"\end{flushleft}"]
     return "\n".join(parts) + "\n"

@@ -287,45 +287,40 @@ def power_notes(cc: CrossComparison, block: str = "setting") -> list[str]:
     r, m = cc.result.ranking, cc.metric
     assert m is not None
     names = [r.methods[j] for j in r.order]
-    rope = (f"region of practical equivalence ±{_effect(m, cc.rope)[1:]} (report.rope; Benavoli "
+    rope = (f"practically equivalent inside ±{_effect(m, cc.rope)[1:]} (report.rope; Benavoli "
             "et al. 2017)" if cc.rope > 0 else "no region of practical equivalence (report.rope "
             "= 0)")
-    lines = [f"What would settle it: for each adjacent pair not separated, the seeds per {block} "
-             f"(at these {r.blocks_total} {block}s) or the {block}s (at these seeds) at which a "
-             f"two-sided paired t-test over {block}s at α = {r.alpha:g} has {pct(POWER)} power "
-             f"for the observed difference, from its fitted between-seed and between-{block} "
-             f"variances (pairs.csv: delta, seeds_to_separate, blocks_to_separate); {rope}."]
+    lines = [f"What would settle it (pairs.csv): for adjacent pairs not separated, the seeds per "
+             f"{block} or the {block}s for {pct(POWER)} power of a paired t-test over {block}s at "
+             f"α = {r.alpha:g} at the observed difference (fitted between-seed and "
+             f"between-{block} variances); {rope}."]
     for a, b in zip(names, names[1:], strict=False):
         s = cc.settled.get((a, b))
         if s is None or separated(cc.result, a, b):
             continue
         if s.practically_equivalent:
-            lines.append(f"{a} and {b}: practically equivalent (difference "
-                         f"{_effect(m, s.fit.delta)}, {pct(cc.level)} interval "
-                         f"[{_effect(m, s.fit.delta_low)}, {_effect(m, s.fit.delta_high)}] inside "
-                         "the region); more compute would not separate them in a way that "
-                         "matters.")
+            lines.append(f"{a} and {b}: practically equivalent ({pct(cc.level)} interval of the "
+                         f"difference [{_effect(m, s.fit.delta_low)}, "
+                         f"{_effect(m, s.fit.delta_high)}]); no compute asked.")
             continue
         at = f"To separate {a} from {b} at this effect ({_effect(m, s.fit.delta)})"
-        more = (f", or about {s.blocks} {block}s at {s.fit.seeds:g} seeds" if s.blocks else "")
+        more = (f", or about {s.blocks} {block}s at {s.fit.seeds:.3g} seeds" if s.blocks else "")
         if s.seeds is not None and s.seeds <= s.fit.seeds:
             t = r.pair(a, b)
             need = math.ceil(len(r.methods) * (len(r.methods) + 1) / 6.0
                              * (r.q_alpha / abs(t.rank_difference)) ** 2) \
                 if t.rank_difference else None
             lines.append(f"{a} against {b} ({_effect(m, s.fit.delta)}): a paired t-test over "
-                         f"these {block}s already has {pct(POWER)} power; the rank test is what "
-                         "does not separate them" + (f" (its CD reaches their rank difference "
-                                                     f"at about {need} {block}s)." if need
-                                                     else "."))
+                         f"these {block}s has {pct(POWER)} power already; the rank test does not "
+                         "separate them" + (f" (its CD reaches their rank difference at about "
+                                            f"{need} {block}s)." if need else "."))
         elif s.seeds is not None:
             lines.append(f"{at}: about {s.seeds} seeds per {block}{more}.")
         elif s.blocks is not None:
-            why = ("one seed per cell leaves the seeds' part unknown" if
-                   not np.isfinite(s.fit.sigma2_seed) else f"the difference varies across "
-                   f"{block}s")
-            lines.append(f"{at}: more seeds alone would not do it ({why}); about {s.blocks} "
-                         f"{block}s at {s.fit.seeds:g} seeds.")
+            why = ("one seed per cell: the seeds' part is unknown" if
+                   not np.isfinite(s.fit.sigma2_seed) else f"it varies across {block}s")
+            lines.append(f"{at}: about {s.blocks} {block}s at {s.fit.seeds:.3g} seeds; seeds "
+                         f"alone would not ({why}).")
         else:
             lines.append(f"{at}: not within {MAX_SEEDS} seeds per {block} or {MAX_BLOCKS} "
                          f"{block}s (the observed difference is about zero).")

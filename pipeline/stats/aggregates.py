@@ -217,9 +217,9 @@ AGGREGATES: tuple[Aggregate, ...] = (
     Aggregate("rank_interval", "Rank interval", False, "resampled", _rank_interval,
               ("rank_lo", "rank_hi", "p_rank1"), board=True,
               headers=("Mean rank interval", "", "P(rank 1)"),
-              note="Rank interval and P(rank 1): bootstrap of the mean rank, resampling the "
-                   "settings and the seeds within each (percentile interval; P(rank 1) the "
-                   "share of resamples where it ranks first, ties split)."),
+              note="Rank interval, P(rank 1): the mean rank's percentile bootstrap over the "
+                   "blocks and the seeds within each; P(rank 1) the share of resamples ranking "
+                   "it first."),
     Aggregate("optimality_gap", "Optimality gap", False, "resampled", optimality_gaps,
               ("optimality_gap", "optimality_gap_lo", "optimality_gap_hi"),
               note="Optimality gap (Agarwal et al. 2021): the mean over a method's (block × "

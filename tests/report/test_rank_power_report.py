@@ -37,7 +37,7 @@ def test_ranks_csv_has_the_rank_interval_and_first_place_shares(report_cfg):
     flat = summary(cc)
     assert {name: flat[name]["p_rank1"] for name in OFFSETS} == \
         dict(zip(ranks.loss, ranks.p_rank1, strict=True))
-    assert any("Rank interval and P(rank 1)" in line for line in notes(cc))
+    assert any("Rank interval, P(rank 1)" in line for line in notes(cc))
 
 
 def test_pairs_csv_asks_for_compute_only_where_the_ranking_does_not_separate(report_cfg):
