@@ -70,7 +70,8 @@ def test_build_is_complete(inputs):
     assert report.cells_columns[:5] == ("rank", "loss", "arch", "k", "tau")
     assert {s.name for s in report.figures} >= {"cv_vs_k", "recall_vs_k", "variant_recall_at_1",
                                                 "bound_terms", "norm_histograms",
-                                                "critical_difference"}
+                                                "critical_difference", "performance_profile"}
+    assert {"optimality_gap", "optimality_gap_lo", "optimality_gap_hi"} <= set(report.ranks)
     assert len(report.ranks) == 3 and len(report.pairs) == 3  # three losses over 12 settings
     assert {"compare_iman_davenport_p", "compare_cd", "compare_infonce_mean_rank"} <= set(flat)
 
