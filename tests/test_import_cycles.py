@@ -116,16 +116,10 @@ def _path_in(part: set[str], graph: dict[str, set[str]]) -> list[str]:
     raise AssertionError(f"no cycle through {start} in {sorted(part)}")
 
 
-# Being removed by its own change (the Ray backend borrows ``follow`` from the forked one);
-# delete this allowance once pipeline/runtime/ no longer has it.
-ALLOWED = [{"pipeline.runtime.cell_workers", "pipeline.runtime.executor"}]
-
-
 def test_pipeline_has_no_import_cycle():
     found = cycles(import_graph(_sources()))
-    left = [c for c in found if set(c) not in ALLOWED]
-    assert not left, "import cycles in pipeline/ (one path per group of modules):\n" + "\n".join(
-        " -> ".join(c) for c in left)
+    assert not found, "import cycles in pipeline/ (one path per group of modules):\n" + "\n".join(
+        " -> ".join(c) for c in found)
 
 
 def test_the_check_sees_lazy_relative_and_submodule_imports():
