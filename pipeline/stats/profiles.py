@@ -21,7 +21,8 @@ has no scale there: fewer than 2 methods present, every seed mean equal (hi_i = 
 
 Profile of a method: τ ↦ the fraction of its (block × seed) normalised runs with a score > τ
 (strictly, as rliable's ``run_score_deviation``), pooled over the blocks it has runs in, each
-run weighing the same (a block with a missing seed has fewer runs). Optimality gap: the mean of
+run weighing the same (a block with a missing seed has fewer runs); default τ grid:
+:func:`tau_grid` (the middle 90% of the runs, and [0, 1]). Optimality gap: the mean of
 max(0, γ − x) over the same runs (= γ − mean(min(x, γ)), rliable's
 ``aggregate_optimality_gap``); γ = 1 is "as good as the best method's mean in every block".
 
@@ -132,12 +133,15 @@ def normalise(scores: np.ndarray, methods: tuple[str, ...] | list[str], higher_i
                       int((~scaled).sum()))
 
 
-def tau_grid(normalised: np.ndarray, points: int = TAU_POINTS) -> np.ndarray:
-    """``points`` evenly spaced τ from min(0, lowest run) to max(1, highest run)."""
+def tau_grid(normalised: np.ndarray, points: int = TAU_POINTS, tail: float = 0.05) -> np.ndarray:
+    """``points`` evenly spaced τ from min(0, q) to max(1, Q), q and Q the ``tail`` and
+    1 − ``tail`` quantiles of the runs: with methods close in a block, min–max spreads single
+    seeds far from [0, 1], and a grid over every run would squash the part that matters."""
     x = normalised[np.isfinite(normalised)]
-    lo = min(0.0, float(x.min())) if x.size else 0.0
-    hi = max(1.0, float(x.max())) if x.size else 1.0
-    return np.linspace(lo, hi, points)
+    if not x.size:
+        return np.linspace(0.0, 1.0, points)
+    q_lo, q_hi = np.quantile(x, [tail, 1.0 - tail])
+    return np.linspace(min(0.0, float(q_lo)), max(1.0, float(q_hi)), points)
 
 
 def profile_values(runs: np.ndarray, tau: np.ndarray) -> np.ndarray:
