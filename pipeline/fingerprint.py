@@ -362,6 +362,15 @@ def _target_label(target: ast.AST) -> str:
     return "<target>"
 
 
+def _fills_registry(targets: list[tuple[str, ...]]) -> bool:
+    """Whether a name imported as ``targets`` is a registry table (:data:`REGISTRIES`), as in a
+    loss's own module: ``LOSSES["dcl"] = LossSpec(...)``. Such a statement is the entry the
+    cells of that loss reach (:func:`_entry`: its fields as data, its functions followed), not
+    code every importer of the module runs."""
+    return bool(targets) and all(t[0] == "attr" and f"{t[1]}:{t[2]}" in REGISTRIES
+                                 for t in targets)
+
+
 def _analyse(name: str, path: Path, source: str) -> ModuleInfo:
     tree = ast.parse(source)
     info = ModuleInfo(name, path, source, tree)
@@ -380,6 +389,8 @@ def _analyse(name: str, path: Path, source: str) -> ModuleInfo:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             continue
         bound, filled = _statement_names(stmt)
+        if not bound and filled and all(_fills_registry(info.imports.get(n, [])) for n in filled):
+            continue  # an entry of a registry table: a cell reaches its own entry only
         filled = [n for n in filled if n not in info.imports]
         names = list(dict.fromkeys(bound + filled)) or [TOPLEVEL]
         for n in names:

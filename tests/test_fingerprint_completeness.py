@@ -175,8 +175,8 @@ def test_every_function_that_runs_is_in_the_cells_fingerprint(traced):
     assert not problems, "\n".join(problems)
     ran_somewhere = set().union(*traced.executed.values())
     # the holes the issue found are covered: they ran, and are fingerprinted (checked above)
-    for key in ("pipeline.losses.registry:_negatives", "pipeline.losses.registry:_labels",
-                "pipeline.losses.registry:_two_views", "pipeline.losses.registry:_xclr_graph",
+    for key in ("pipeline.losses.registry:negatives_of", "pipeline.losses.registry:labels_of",
+                "pipeline.losses.registry:two_views", "pipeline.losses.xclr:_xclr_graph",
                 "pipeline.encoders.registry:_flat", "pipeline.runtime.cells:_write_views",
                 "pipeline.runtime.cells:_write_outputs", "pipeline.runtime.cells:dead_units",
                 "fpplug.helpers:scaled", "fp_file_helpers:offset"):
@@ -190,9 +190,9 @@ def test_one_losss_code_is_only_in_its_cells(traced):
         units = set(traced.prints[cell.cell_id].functions)
         assert {"pipeline.train:train_cell", "pipeline.runtime.cells:_write_views",
                 "pipeline.encoders.registry:_flat"} <= units
-        assert ("pipeline.losses.registry:_xclr_graph" in units) == (cell.loss == "xclr")
-        assert ("pipeline.losses.registry:_negatives" in units) == (cell.loss == "infonce")
-        assert ("pipeline.losses.registry:_two_views" in units) == (cell.loss in ("supcon", "xclr"))
+        assert ("pipeline.losses.xclr:_xclr_graph" in units) == (cell.loss == "xclr")
+        assert ("pipeline.losses.registry:negatives_of" in units) == (cell.loss == "infonce")
+        assert ("pipeline.losses.registry:two_views" in units) == (cell.loss in ("supcon", "xclr"))
         assert ("fpplug.helpers:scaled" in units) == (cell.loss == "fp_pkg_loss")
         assert ("fpplug.helpers:SCALE" in units) == (cell.loss == "fp_pkg_loss")  # a constant read
         assert ("fp_file_helpers:offset" in units) == (cell.loss == "fp_file_loss")

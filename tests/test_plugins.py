@@ -11,7 +11,7 @@ from pipeline.plugins import load_plugins
 
 PLUGIN = """
 from pipeline.losses import LOSSES, LossSpec
-from pipeline.losses.registry import _infonce
+from pipeline.losses.infonce import _infonce
 import builtins
 builtins.cbench_plugin_runs = getattr(builtins, "cbench_plugin_runs", 0) + 1
 LOSSES[{name!r}] = LossSpec(fn=_infonce)

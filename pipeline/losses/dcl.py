@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from pipeline.losses.infonce import tuple_logits
+from pipeline.losses.registry import LOSSES, LossBatch, LossSpec, negatives_of
 
 
 def dcl_per_anchor(
@@ -45,3 +49,16 @@ def dcl_in_batch(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
     lse1 = torch.logaddexp(torch.logsumexp(s01_off, 1), torch.logsumexp(s00, 1))
     lse2 = torch.logaddexp(torch.logsumexp(s01_off, 0), torch.logsumexp(s11, 1))
     return (lse1.sum() + lse2.sum() - 2 * s01.diagonal().sum()) / (2 * b)
+
+
+def _dcl(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    return dcl(batch.anchor, batch.positive, negatives_of(batch), tau)
+
+
+def _dcl_in_batch(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    return dcl_in_batch(batch.anchor, batch.positive, tau)
+
+
+LOSSES["dcl"] = LossSpec(fn=_dcl, modules=(__name__,))
+LOSSES["dcl_in_batch"] = LossSpec(fn=_dcl_in_batch, needs_negatives=False,
+                                  modules=(__name__,))

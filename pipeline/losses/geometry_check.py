@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pipeline.losses.weighted import soft_supcon, supcon
+from pipeline.losses.soft_supcon import soft_supcon
+from pipeline.losses.supcon import supcon
 
 GEOMETRY_LOSSES = ("supcon", "soft_supcon")
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from pipeline.losses.registry import LOSSES, LossBatch, LossSpec, negatives_of
 
 _NORM_EPS = 1e-12  # as F.normalize
 
@@ -161,3 +164,15 @@ def nt_xent(z1: Tensor, z2: Tensor, tau: float | Tensor) -> Tensor:
         return _nt_xent_reference(a, p, 1.0 / inv_tau)  # e^(−2/τ) would underflow
     out: Tensor = _NTXentFused.apply(a, p, inv_tau)
     return out
+
+
+def _infonce(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    return infonce(batch.anchor, batch.positive, negatives_of(batch), tau)
+
+
+def _nt_xent(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    return nt_xent(batch.anchor, batch.positive, tau)
+
+
+LOSSES["infonce"] = LossSpec(fn=_infonce, modules=(__name__,))
+LOSSES["nt_xent"] = LossSpec(fn=_nt_xent, needs_negatives=False, modules=(__name__,))

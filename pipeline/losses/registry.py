@@ -1,5 +1,6 @@
 """Names → loss functions, with the options each accepts (``grid.loss`` / ``loss_options``).
 
+Each loss's module defines its adapter and adds its entry to :data:`LOSSES`, as a plugin does.
 Every loss is called through one adapter signature, ``fn(batch, tau, options) -> scalar``, so the
 training loop needs no per-loss branches. ``options`` holds exactly the keys of ``defaults``
 (``params.yaml``'s ``loss_options.<name>`` is validated against the loss's options dataclass by
@@ -11,7 +12,6 @@ into 2B samples with the labels repeated, so each anchor's other view is always 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,21 +19,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pipeline.losses.dcl import dcl, dcl_in_batch
-from pipeline.losses.infonce import infonce, nt_xent
-from pipeline.losses.synco import SYNTHETIC_COUNTS, SyncoOptions, synco_loss, synthetic_negatives
-from pipeline.losses.weighted import (
-    SoftSupconOptions,
-    XclrOptions,
-    YAwareOptions,
-    soft_supcon,
-    supcon,
-    xclr_graph,
-    xclr_two_views,
-    y_aware_two_views,
-)
-from pipeline.losses.weince import MIN_K as WEINCE_MIN_K
-from pipeline.losses.weince import WeinceOptions, weince
 from pipeline.options import NoOptions, defaults, fill
 
 
@@ -98,112 +83,34 @@ class LossSpec:
         return () if self.needs_negatives else ("k", "train.negatives")
 
 
-# --- adapters -----------------------------------------------------------------------------
+# Every registered loss by name. Each loss's module adds its own entry
+# (``LOSSES["name"] = LossSpec(...)``, as a plugin does), and ``pipeline.losses`` imports them
+# all, so importing any part of the package fills it. The code fingerprint reads an assignment
+# into this table as the entry, not as code every importer runs (pipeline.fingerprint).
+LOSSES: dict[str, LossSpec] = {}
 
 
-def _negatives(batch: LossBatch) -> Tensor:
+# --- what an adapter takes from the batch -----------------------------------------------------
+
+
+def negatives_of(batch: LossBatch) -> Tensor:
+    """The batch's negatives ``(B, k, d)``; refused when the loop built none."""
     if batch.negatives is None:
         raise ValueError("this loss needs batch.negatives (B, k, d)")
     return batch.negatives
 
 
-def _labels(batch: LossBatch) -> Tensor:
+def labels_of(batch: LossBatch) -> Tensor:
+    """The batch's labels; refused on unlabelled data."""
     if batch.labels is None:
         raise ValueError("this loss needs batch.labels")
     return batch.labels
 
 
-def _two_views(batch: LossBatch) -> tuple[Tensor, Tensor]:
+def two_views(batch: LossBatch) -> tuple[Tensor, Tensor]:
     """(2B, d) samples and (2B, ...) labels: anchor views then positive views."""
-    labels = _labels(batch)
+    labels = labels_of(batch)
     return torch.cat([batch.anchor, batch.positive]), torch.cat([labels, labels])
-
-
-def _infonce(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return infonce(batch.anchor, batch.positive, _negatives(batch), tau)
-
-
-def _nt_xent(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return nt_xent(batch.anchor, batch.positive, tau)
-
-
-def _dcl(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return dcl(batch.anchor, batch.positive, _negatives(batch), tau)
-
-
-def _dcl_in_batch(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return dcl_in_batch(batch.anchor, batch.positive, tau)
-
-
-def _weince(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return weince(batch.anchor, batch.positive, _negatives(batch), tau, WeinceOptions(**options))
-
-
-def _synco(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    """Queries = anchor, keys = positive. Without ``batch.queue`` (no MoCo state in the generic
-    loop) the per-anchor ``batch.negatives`` (B, k, d) stand in for the queue: they are detached,
-    like queue entries, and the synthetic negatives come from each anchor's own k negatives."""
-    o = dict(options)
-    queue = batch.queue if batch.queue is not None else _negatives(batch)
-    synthetic = None
-    if batch.step is None or batch.step >= o["warmup_steps"]:
-        counts = {kind: o[f"n_{kind}"] for kind in SYNTHETIC_COUNTS}
-        synthetic = synthetic_negatives(
-            batch.anchor, queue, counts, batch.generator, o["hardest"],
-            o["alpha_max"], o["beta_max"], o["sigma"], o["delta"], o["eta"],
-        )  # fmt: skip
-    return synco_loss(batch.anchor, batch.positive, queue, synthetic, tau)
-
-
-def _supcon(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    z, labels = _two_views(batch)
-    return supcon(z, labels, tau)
-
-
-def _soft_supcon(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    z, labels = _two_views(batch)
-    return soft_supcon(z, labels, tau, options["eps"])
-
-
-def _y_aware(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    return y_aware_two_views(batch.anchor, batch.positive, _labels(batch), tau, options["sigma"])
-
-
-def _xclr_graph(inputs: Tensor, labels: Tensor | None, options: Mapping[str, Any]) -> Tensor | None:
-    return xclr_graph(options["graph"], inputs, labels, options["class_similarity"])
-
-
-def _xclr(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
-    """The graph is ``batch.similarity`` (B, B) (``loss_options.xclr.graph``, built by
-    :func:`_xclr_graph`) tiled to (2B, 2B), so each view's partner gets S_ii. Without one (graph:
-    labels), S_ij = 1 for equal labels and 0 otherwise; softmax_j(S_ij/τ_s) then weighs
-    same-class samples e^(1/τ_s) times the others, which is Soft SupCon with ε = e^(−1/τ_s),
-    computed that way (no (2B, 2B) target matrix)."""
-    if batch.similarity is not None:
-        return xclr_two_views(batch.anchor, batch.positive, batch.similarity, tau,
-                              options["tau_s"])
-    z, labels = _two_views(batch)
-    return soft_supcon(z, labels, tau, math.exp(-1.0 / options["tau_s"]))
-
-
-LOSSES: dict[str, LossSpec] = {
-    "infonce": LossSpec(fn=_infonce, modules=("pipeline.losses.infonce",)),
-    "nt_xent": LossSpec(fn=_nt_xent, needs_negatives=False, modules=("pipeline.losses.infonce",)),
-    "dcl": LossSpec(fn=_dcl, modules=("pipeline.losses.dcl",)),
-    "dcl_in_batch": LossSpec(fn=_dcl_in_batch, needs_negatives=False,
-                             modules=("pipeline.losses.dcl",)),
-    "weince": LossSpec(fn=_weince, options=WeinceOptions, min_k=WEINCE_MIN_K,
-                       modules=("pipeline.losses.weince",)),
-    "synco": LossSpec(fn=_synco, options=SyncoOptions, modules=("pipeline.losses.synco",)),
-    "supcon": LossSpec(fn=_supcon, needs_labels=True, needs_negatives=False,
-                       modules=("pipeline.losses.weighted",)),
-    "soft_supcon": LossSpec(fn=_soft_supcon, options=SoftSupconOptions, needs_labels=True,
-                            needs_negatives=False, modules=("pipeline.losses.weighted",)),
-    "y_aware": LossSpec(fn=_y_aware, options=YAwareOptions, needs_labels=True,
-                        needs_negatives=False, modules=("pipeline.losses.weighted",)),
-    "xclr": LossSpec(fn=_xclr, options=XclrOptions, needs_labels=True, needs_negatives=False,
-                     modules=("pipeline.losses.weighted",), similarity=_xclr_graph),
-}
 
 
 def resolve_options(name: str, given: Mapping[str, Any] | None, where: str) -> dict[str, Any]:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
 from annotated_types import Ge, Interval
 from torch import Tensor
 
+from pipeline.losses.registry import LOSSES, LossBatch, LossSpec, negatives_of
 from pipeline.options import defaults, option
 
 Count = Annotated[int, Ge(0)]
@@ -170,3 +171,22 @@ def synco_loss(
     """
     logits = synco_logits(q, k_pos, queue, synthetic, tau)
     return torch.logsumexp(logits, dim=1).mean() - logits[:, 0].mean()
+
+
+def _synco(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    """Queries = anchor, keys = positive. Without ``batch.queue`` (no MoCo state in the generic
+    loop) the per-anchor ``batch.negatives`` (B, k, d) stand in for the queue: they are detached,
+    like queue entries, and the synthetic negatives come from each anchor's own k negatives."""
+    o = dict(options)
+    queue = batch.queue if batch.queue is not None else negatives_of(batch)
+    synthetic = None
+    if batch.step is None or batch.step >= o["warmup_steps"]:
+        counts = {kind: o[f"n_{kind}"] for kind in SYNTHETIC_COUNTS}
+        synthetic = synthetic_negatives(
+            batch.anchor, queue, counts, batch.generator, o["hardest"],
+            o["alpha_max"], o["beta_max"], o["sigma"], o["delta"], o["eta"],
+        )  # fmt: skip
+    return synco_loss(batch.anchor, batch.positive, queue, synthetic, tau)
+
+
+LOSSES["synco"] = LossSpec(fn=_synco, options=SyncoOptions, modules=(__name__,))

@@ -1,5 +1,7 @@
 """Weighted InfoNCE: cross-entropy between a target distribution over the other samples and
-softmax_j(s_ij/τ) (SPEC.md §1: SupCon, Soft SupCon, y-Aware, X-CLR).
+softmax_j(s_ij/τ) (SPEC.md §1): the computation SupCon, Soft SupCon, y-Aware and X-CLR share.
+Each of those four is a loss of its own module (``supcon``, ``soft_supcon``, ``y_aware``,
+``xclr``), which builds its targets with the helpers here and registers itself.
 
 Candidates for anchor i are all other samples of the batch (self excluded from the softmax).
 An anchor whose target row is all zero (SupCon: no other member of its class) is excluded from
@@ -9,63 +11,11 @@ the mean; if no anchor has a target the loss is 0 (still attached to the graph).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from annotated_types import Gt
 from torch import Tensor
-
-from pipeline.options import OptionError, option
-
-
-@dataclass(frozen=True)
-class SoftSupconOptions:
-    """``loss_options.soft_supcon``."""
-
-    eps: Annotated[float, Gt(0)] = option(0.1, "weight of other-class samples before normalising")
-
-
-@dataclass(frozen=True)
-class YAwareOptions:
-    """``loss_options.y_aware``."""
-
-    sigma: Annotated[float, Gt(0)] = option(1.0, "σ of the label kernel exp(−‖y_i − y_j‖²/(2σ²))")
-
-
-@dataclass(frozen=True)
-class XclrOptions:
-    """``loss_options.xclr``: τ_s and the similarity graph S among a batch's samples.
-
-    graph = labels: S_ij = 1 for samples of the same class, 0 otherwise; class_similarity:
-    S_ij = class_similarity[y_i][y_j], a C × C matrix of similarities between the classes
-    (X-CLR's own setting derives it from captions or class names; any C × C matrix serves, and
-    it scales to every batch size); inputs: S_ij = cos(x_i, x_j) of the raw inputs (flattened),
-    a graph from the data alone.
-    """
-
-    tau_s: Annotated[float, Gt(0)] = option(0.1, "τ_s of the target softmax over the graph S")
-    graph: Literal["labels", "class_similarity", "inputs"] = option(
-        "labels", "S among a batch: labels (1 same class, else 0) | class_similarity "
-                  "(S_ij = class_similarity[y_i][y_j]) | inputs (cosine of the raw inputs)")
-    class_similarity: list[list[float]] | None = option(
-        None, "C × C similarities between the classes (row c: class c), for graph: "
-              "class_similarity")
-
-    def __post_init__(self) -> None:
-        m = self.class_similarity
-        if self.graph != "class_similarity":
-            if m is not None:
-                raise OptionError("class_similarity", "[...]", f"used only with graph: "
-                                  f"class_similarity (graph = {self.graph!r})")
-            return
-        if m is None:
-            raise OptionError("class_similarity", None, "required with graph: class_similarity "
-                              "(a C × C list of lists, row c for class c)")
-        if not m or any(len(row) != len(m) for row in m):
-            raise OptionError("class_similarity", f"{len(m)} rows of lengths "
-                              f"{sorted({len(r) for r in m})}", "must be a square C × C matrix")
 
 
 def _eye(n: int, device: torch.device) -> Tensor:
@@ -219,10 +169,10 @@ def weighted_infonce(z: Tensor, targets: Tensor, tau: float | Tensor) -> Tensor:
     matrix that requires grad, a learnable τ, or e^(−2/τ) underflowing in z's dtype take the
     plain-autograd path; float32: τ < 0.026).
     """
-    return _weighted(z, targets, None, tau)
+    return weighted(z, targets, None, tau)
 
 
-def _weighted(z: Tensor, weights: Tensor, row_scale: Tensor | None, tau: float | Tensor,
+def weighted(z: Tensor, weights: Tensor, row_scale: Tensor | None, tau: float | Tensor,
               normalised: bool = False) -> Tensor:
     """Weighted InfoNCE with targets ``diag(row_scale)·weights`` (row_scale None: all ones);
     ``normalised``: the caller guarantees every target row sums to 1 (saves a pass)."""
@@ -266,7 +216,7 @@ def _exp_rows_(x: Tensor) -> tuple[Tensor, Tensor]:
     return x, x.sum(dim=1).reciprocal_()
 
 
-def _label_sq_dists(y: Tensor, sigma: float) -> Tensor:
+def label_sq_dists(y: Tensor, sigma: float) -> Tensor:
     """‖y_i − y_j‖²/(2σ²) for labels ``(N,)`` or ``(N, m)``, ``(N, N)``: as a plain squared
     distance of y/(√2·σ), from differences (not the expanded square), so it is exact."""
     yy = y.reshape(len(y), -1)
@@ -278,99 +228,32 @@ def _label_sq_dists(y: Tensor, sigma: float) -> Tensor:
     return (yy[:, None, :] - yy[None, :, :]).square().sum(-1)
 
 
-def _y_aware_weights(y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
+def y_aware_weights(y: Tensor, sigma: float) -> tuple[Tensor, Tensor]:
     """Unnormalised y-Aware targets and their row scales (targets = diag(scale)·weights)."""
-    d2 = _label_sq_dists(y, sigma).fill_diagonal_(float("inf"))
+    d2 = label_sq_dists(y, sigma).fill_diagonal_(float("inf"))
     # the row's largest logit is −(its smallest squared distance): exp(min_i − d2_ij) ≤ 1
     w = torch.sub(d2.amin(dim=1, keepdim=True), d2, out=d2).exp_()
     return w, w.sum(dim=1).reciprocal_()
 
 
-def _xclr_weights(similarity: Tensor, tau_s: float) -> tuple[Tensor, Tensor]:
+def xclr_weights(similarity: Tensor, tau_s: float) -> tuple[Tensor, Tensor]:
     return _exp_rows_(similarity.mul(1.0 / tau_s).fill_diagonal_(float("-inf")))
 
 
 def y_aware_targets(y: Tensor, sigma: float) -> Tensor:
     """w_ij ∝ exp(−‖y_i − y_j‖²/(2σ²)), j ≠ i, for continuous labels ``(N,)`` or ``(N, m)``."""
-    w, scale = _y_aware_weights(y, sigma)
+    w, scale = y_aware_weights(y, sigma)
     return w.mul_(scale[:, None])
 
 
 def xclr_targets(similarity: Tensor, tau_s: float) -> Tensor:
     """w_i· = softmax_{j≠i}(S_ij/τ_s) for a similarity graph ``(N, N)``; self excluded."""
-    w, scale = _xclr_weights(similarity, tau_s)
+    w, scale = xclr_weights(similarity, tau_s)
     return w.mul_(scale[:, None])
 
 
-def _tile_two_views(w: Tensor) -> tuple[Tensor, Tensor]:
+def tile_two_views(w: Tensor) -> tuple[Tensor, Tensor]:
     """Weights over two views from (B, B) ``w``, where row i weighs the B samples (its own
     partner included, at i): ``[[w, w], [w, w]]`` with a zero diagonal, and 1 / row sums."""
     sums = 2 * w.sum(1) - w.diagonal()
     return w.repeat(2, 2).fill_diagonal_(0.0), sums.repeat(2).reciprocal_()
-
-
-def y_aware_two_views(z1: Tensor, z2: Tensor, y: Tensor, tau: float | Tensor,
-                      sigma: float) -> Tensor:
-    """:func:`y_aware` on two views (B, d) of B samples with labels ``y`` (B, ...): the value of
-    ``y_aware(cat(z1, z2), cat(y, y), tau, sigma)`` with the targets built on (B, B), a quarter
-    of the (2B, 2B) work. Each row's largest weight is its partner's (distance 0), so
-    exp(−‖y_i − y_j‖²/(2σ²)) needs no shift."""
-    d2 = _label_sq_dists(y.to(z1.dtype), sigma)
-    return _weighted(torch.cat([z1, z2]), *_tile_two_views(d2.neg_().exp_()), tau, True)
-
-
-def xclr_two_views(z1: Tensor, z2: Tensor, similarity: Tensor, tau: float | Tensor,
-                   tau_s: float) -> Tensor:
-    """:func:`xclr` on two views (B, d) with a (B, B) graph: the value of
-    ``xclr(cat(z1, z2), similarity.repeat(2, 2), tau, tau_s)`` with the targets exponentiated on
-    (B, B). The partner (weight S_ii) is a candidate, so each row's shift is its full maximum."""
-    s = similarity.to(z1.dtype) / tau_s
-    w = s.sub_(s.amax(dim=1, keepdim=True)).exp_()
-    return _weighted(torch.cat([z1, z2]), *_tile_two_views(w), tau, True)
-
-
-def supcon(z: Tensor, labels: Tensor, tau: float | Tensor) -> Tensor:
-    """SupCon (the "out" form): uniform target over i's other class members; z ``(N, d)``."""
-    return class_weighted_infonce(z, labels, tau, 0.0)
-
-
-def soft_supcon(z: Tensor, labels: Tensor, tau: float | Tensor, eps: float) -> Tensor:
-    """Soft SupCon: same-class weight 1, other classes ``eps`` > 0, normalised."""
-    return class_weighted_infonce(z, labels, tau, eps)
-
-
-def y_aware(z: Tensor, y: Tensor, tau: float | Tensor, sigma: float) -> Tensor:
-    """y-Aware InfoNCE with a Gaussian kernel of width ``sigma`` on continuous labels ``y``."""
-    return _weighted(z, *_y_aware_weights(y.to(z.dtype), sigma), tau, True)
-
-
-def xclr_graph(graph: str, inputs: Tensor, labels: Tensor | None,
-               class_similarity: list[list[float]] | None = None) -> Tensor | None:
-    """The ``(B, B)`` similarity S among a batch's samples (see :class:`XclrOptions`).
-
-    inputs: the batch's clean inputs ``(B, ...)`` (before augmentation); labels: ``(B,)`` class
-    ids. ``graph = labels`` gives None: the loss computes that graph from the labels itself,
-    without a (B, B) matrix (:func:`soft_supcon` with ε = e^(−1/τ_s), the same targets).
-    """
-    if graph == "labels":
-        return None
-    if graph == "inputs":
-        flat = F.normalize(inputs.reshape(inputs.shape[0], -1), dim=1)
-        return flat @ flat.T
-    if graph != "class_similarity":
-        raise ValueError(f"loss_options.xclr.graph = {graph!r}: allowed: labels, "
-                         "class_similarity, inputs")
-    if labels is None or class_similarity is None:
-        raise ValueError("loss_options.xclr.graph = 'class_similarity': needs class labels and "
-                         "loss_options.xclr.class_similarity")
-    m = torch.as_tensor(class_similarity, dtype=inputs.dtype, device=labels.device)
-    if int(labels.max()) >= m.shape[0] or int(labels.min()) < 0:
-        raise ValueError(f"loss_options.xclr.class_similarity is {m.shape[0]} × {m.shape[0]}: "
-                         f"the labels run from {int(labels.min())} to {int(labels.max())}")
-    y = labels.long()
-    return m[y][:, y]
-
-
-def xclr(z: Tensor, similarity: Tensor, tau: float | Tensor, tau_s: float) -> Tensor:
-    """X-CLR: targets softmax_j(S_ij/τ_s) from a given similarity graph ``(N, N)``."""
-    return _weighted(z, *_xclr_weights(similarity.to(z.dtype), tau_s), tau, True)

@@ -7,8 +7,9 @@ anchors: one ``topk`` for the tail and closed-form least squares per row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +17,7 @@ from annotated_types import Ge, Gt, Interval, Le
 from torch import Tensor
 
 from pipeline.losses.infonce import tuple_logits
+from pipeline.losses.registry import LOSSES, LossBatch, LossSpec, negatives_of
 from pipeline.options import option
 
 SHORTFALL_FLOOR = 1e-6  # δ = 1 − s is floored here; s is clamped to ≤ 1 − this in the logits
@@ -186,3 +188,11 @@ def weince(anchor: Tensor, positive: Tensor, negatives: Tensor, tau: float | Ten
     b = fit.weibull_slope.clamp_min(0.0) if o.beta == "fitted" else torch.ones_like(lam)
     logits = weince_logits(sims, lam, b, tau)
     return F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long, device=logits.device))
+
+
+def _weince(batch: LossBatch, tau: Any, options: Mapping[str, Any]) -> Tensor:
+    return weince(batch.anchor, batch.positive, negatives_of(batch), tau, WeinceOptions(**options))
+
+
+LOSSES["weince"] = LossSpec(fn=_weince, options=WeinceOptions, min_k=MIN_K,
+                            modules=(__name__,))

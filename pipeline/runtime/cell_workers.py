@@ -52,7 +52,7 @@ from pipeline.plugins import load_plugins
 from pipeline.runtime.addresses import ray_address
 from pipeline.runtime.cells import CellOutcome, prepare_worker, run_cell
 from pipeline.runtime.failures import ENVIRONMENT, RetryPolicy
-from pipeline.runtime.progress import follow
+from pipeline.runtime.following import follow
 
 FORK = sys.platform.startswith("linux")  # fork is the safe default only on Linux
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread exits

@@ -49,7 +49,7 @@ from pipeline.runtime.cells import (  # noqa: E402
     torch_threads,
 )
 from pipeline.runtime.failures import ENVIRONMENT, RetryPolicy  # noqa: E402
-from pipeline.runtime.progress import follow  # noqa: E402
+from pipeline.runtime.following import follow  # noqa: E402
 
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
 

@@ -16,15 +16,8 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from tqdm import tqdm
-
-if TYPE_CHECKING:
-    from pipeline.runtime.cells import CellOutcome
 
 SUITE_JSON = "suite.json"  # in runs/<suite>/: pipeline.runtime.suite_plan writes it, the
 # progress lines and stages/suite_report.py read it
@@ -123,19 +116,3 @@ class Tally:
                      else "training ETA after the first cell")
         return " · ".join(parts)
 
-
-def follow(outcomes: Iterable[CellOutcome], total: int, slots: int,
-           on_done: Callable[[CellOutcome], None]) -> list[CellOutcome]:
-    """The cells' outcomes as they finish, each handed to ``on_done``, behind the train stage's
-    progress bar (cells done, failed, ETA over ``slots`` parallel cells)."""
-    out = []
-    tally = Tally(total, slots, suite_task())
-    with tqdm(total=total, desc=stage_desc("cells"), unit="cell") as bar:
-        bar.set_postfix_str(tally.postfix())
-        for outcome in outcomes:
-            on_done(outcome)
-            out.append(outcome)
-            tally.finished(outcome.status, outcome.wall_seconds)
-            bar.set_postfix_str(f"last {outcome.cell_id} {outcome.status} · {tally.postfix()}")
-            bar.update(1)
-    return out

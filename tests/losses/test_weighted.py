@@ -6,21 +6,18 @@ import pytest
 import torch
 
 from pipeline.losses.geometry_check import optimise_free_embeddings, simplex_eps
+from pipeline.losses.soft_supcon import soft_supcon
+from pipeline.losses.supcon import supcon
 from pipeline.losses.weighted import (
     _weighted_reference,
-    soft_supcon,
     soft_supcon_targets,
-    supcon,
     supcon_targets,
     weighted_infonce,
-    xclr,
-    xclr_graph,
     xclr_targets,
-    xclr_two_views,
-    y_aware,
     y_aware_targets,
-    y_aware_two_views,
 )
+from pipeline.losses.xclr import xclr, xclr_graph, xclr_two_views
+from pipeline.losses.y_aware import y_aware, y_aware_two_views
 from tests.oracles import loss_oracles as oracle
 
 LABELS = torch.tensor([0, 1, 0, 2, 1, 0, 3])  # class 3 is a singleton
