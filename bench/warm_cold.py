@@ -8,10 +8,11 @@ modes run back to back, in alternating order (warm first on even repeats, cold f
 so that load from other processes hits both: warm (``CBENCH_WARM`` unset, the default: the
 first stage starts the workspace's server, the others fork from it) and cold
 (``CBENCH_WARM=off``: every stage a new interpreter). Each run is a fresh ``git clone`` of
-this checkout's last commit (the committed code), its ``.venv`` this checkout's, an empty cell
-store and MLflow database, no server left from an earlier run: ``dvc repro`` timed from start
-to end (wall seconds), every stage included. Printed: seconds per run, medians per mode, and
-warm / cold. A run that fails stops the bench with its log's tail.
+the commit this checkout was at when the bench started (the same code in every run), its
+``.venv`` this checkout's, an empty cell store and MLflow database, no server left from an
+earlier run: ``dvc repro`` timed from start to end (wall seconds), every stage included.
+Printed: seconds per run, medians per mode, and warm / cold. A run that fails stops the
+bench with its log's tail.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def workspace(workdir: Path, name: str) -> Path:
-    """A fresh clone of this checkout's HEAD at ``workdir/name/repo``, ``../shared`` linked."""
+def workspace(workdir: Path, name: str, commit: str) -> Path:
+    """A fresh clone of this checkout at ``commit`` in ``workdir/name/repo``, ``../shared``
+    linked."""
     base = workdir / name
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     (base / "shared").symlink_to((ROOT.parent / "shared").resolve())
     subprocess.run(["git", "clone", "-q", str(ROOT), str(base / "repo")], check=True)
+    subprocess.run(["git", "-C", str(base / "repo"), "checkout", "-q", commit], check=True)
     (base / "repo" / ".venv").symlink_to(ROOT / ".venv")
     return base / "repo"
 
@@ -67,13 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cbench-warm-cold-"))
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    print(f"code: {commit[:12]} (every run's clone)", flush=True)
     times: dict[tuple[str, bool], list[float]] = {}
     for profile in args.profiles:
         for r in range(args.repeats):
             for warm in ((True, False) if r % 2 == 0 else (False, True)):
                 mode = "warm" if warm else "cold"
                 name = f"{Path(profile).stem}-{mode}-{r}"
-                repo = workspace(workdir, name)
+                repo = workspace(workdir, name, commit)
                 s = run(repo, profile, warm, workdir / f"{name}.log")
                 times.setdefault((profile, warm), []).append(s)
                 print(f"{profile:28s} {mode} repeat {r}: {s:7.1f} s", flush=True)
