@@ -74,6 +74,7 @@ from pipeline.datasets import Dataset, load_dataset  # noqa: E402
 from pipeline.runtime import context, executor, storage  # noqa: E402
 from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
 from pipeline.runtime.executor import init_ray  # noqa: E402
+from pipeline.runtime.failures import RetryPolicy  # noqa: E402
 from pipeline.runtime.tracking import Tracker  # noqa: E402
 from stages import train as train_stage  # noqa: E402
 
@@ -109,11 +110,11 @@ _TASK = executor._task  # what run_cells submits
 
 def _task_with_cpu(cell: Cell, dataset: Dataset, folder: str, meta: Mapping[str, Any],
                    threads: int, snapshot_epochs: Sequence[int],
-                   plugins: Sequence[str]) -> CellOutcome:
+                   plugins: Sequence[str], policy: RetryPolicy) -> CellOutcome:
     """executor._task, also writing the task's CPU seconds (the worker process, and the calling
     thread) next to the cell's cell.json, in its folder of the store."""
     cpu, thread = time.process_time(), time.thread_time()
-    out = _TASK(cell, dataset, folder, meta, threads, snapshot_epochs, plugins)
+    out = _TASK(cell, dataset, folder, meta, threads, snapshot_epochs, plugins, policy)
     (Path(folder) / CPU_FILE).write_text(
         f"{time.process_time() - cpu} {time.thread_time() - thread}")
     return out

@@ -208,7 +208,7 @@ def _attempt(cell: Cell, dataset: Dataset, final: storage.Location, meta: Mappin
     return at
 
 
-def _run(cell: Cell, dataset: Dataset, final: storage.Location, meta: Mapping[str, Any],
+def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, Any],
          snapshot_epochs: Sequence[int], policy: failures.RetryPolicy) -> CellOutcome:
     retried: list[dict[str, Any]] = []
     while True:
