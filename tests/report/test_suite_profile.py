@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.report.suite import TaskInput, suite_board
 from pipeline.report.suite_publish import render
+from pipeline.report.suite_render import aggregate_rows
 from pipeline.seeding import numpy_generator
 from pipeline.stats.profiles import performance_profiles
 from tests.oracles.profile_oracles import normalise_loop, optimality_gap_loop
@@ -72,6 +73,14 @@ def test_the_page_shows_them_and_draws_the_profile():
     assert "min–max normalised within its task" in md
     assert "What would settle it" in md and "seeds per task" in md
     assert "plots/performance_profile.png" in md
+    _, header, rows = aggregate_rows(board)
+    k = header.index("Optimality gap [95%]")
+    for r in board.aggregate.itertuples():
+        row = next(x for x in rows if x[0] == r.loss)
+        lo, hi = sorted((r.optimality_gap_lo, r.optimality_gap_hi))
+        assert row[k] == f"{r.optimality_gap:.2f} [{r.optimality_gap_lo:.2f}, " \
+            f"{r.optimality_gap_hi:.2f}]" and lo == r.optimality_gap_lo
+        assert row[header.index("Rank interval [95%]")] == f"[{r.rank_lo:.2f}, {r.rank_hi:.2f}]"
     png = files["plots/performance_profile.png"]
     assert png.startswith(b"\x89PNG")
     assert {"delta", "seeds_to_separate"} <= set(board.pairs.columns)
