@@ -278,10 +278,12 @@ def _effect(m: Metric, delta: float) -> str:
     return f"{m.scale(delta):+.2g}" + (" points" if m.unit == "%" else f" {m.unit}".rstrip())
 
 
-def power_notes(cc: CrossComparison, block: str = "setting") -> list[str]:
+def power_notes(cc: CrossComparison, block: str = "setting",
+                csv: str = "pairs.csv") -> list[str]:
     """What would settle each adjacent pair in rank order that the ranking does not separate:
     practically equivalent (inside ±report.rope), or the seeds per setting, or the settings,
-    for 80% power (:mod:`pipeline.stats.power`); ``block``: what a block is called ("task")."""
+    for 80% power (:mod:`pipeline.stats.power`); ``block``: what a block is called ("task");
+    ``csv``: the pairs file."""
     if cc.result is None or not cc.settled:
         return []
     r, m = cc.result.ranking, cc.metric
@@ -290,7 +292,7 @@ def power_notes(cc: CrossComparison, block: str = "setting") -> list[str]:
     rope = (f"practically equivalent inside ±{_effect(m, cc.rope)[1:]} (report.rope; Benavoli "
             "et al. 2017)" if cc.rope > 0 else "no region of practical equivalence (report.rope "
             "= 0)")
-    lines = [f"What would settle it (pairs.csv): for adjacent pairs not separated, the seeds per "
+    lines = [f"What would settle it ({csv}): for adjacent pairs not separated, the seeds per "
              f"{block} or the {block}s for {pct(POWER)} power of a paired t-test over {block}s at "
              f"α = {r.alpha:g} at the observed difference (fitted between-seed and "
              f"between-{block} variances); {rope}."]

@@ -155,5 +155,5 @@ def notes(infos: Sequence[TaskInfo], per_task: pd.DataFrame, cross: CrossCompari
     labelled = [t.name for t in infos if t.labelled]
     return (*_over_notes(infos, metric, level, seeds), *_missing_notes(per_task, cross, types),
             _test_note(cross), gating_note("suite_pairs.csv"), *_uncertainty_notes(cross, level),
-            *power_notes(cross, "task"), _cd_note(complete, losses),
+            *power_notes(cross, "task", "suite_pairs.csv"), _cd_note(complete, losses),
             *_figure_notes(metric, level, pareto, fewshot, labelled))

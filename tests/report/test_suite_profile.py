@@ -71,7 +71,7 @@ def test_the_page_shows_them_and_draws_the_profile():
     md = files["suite.md"].decode()
     assert "Optimality gap [95%]" in md and "Rank interval [95%]" in md and "P(rank 1)" in md
     assert "min–max normalised within its task" in md
-    assert "What would settle it" in md and "seeds per task" in md
+    assert "What would settle it (suite_pairs.csv)" in md and "seeds per task" in md
     assert "plots/performance_profile.png" in md
     _, header, rows = aggregate_rows(board)
     k = header.index("Optimality gap [95%]")
