@@ -7,6 +7,8 @@ stratified-bootstrap band shaded. Draws values computed elsewhere
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -16,15 +18,16 @@ PROFILE_COLUMNS = ("method", "tau", "fraction", "low", "high", "gap")
 
 
 def performance_profile(table: pd.DataFrame, name: str = "method", title: str = "",
-                        blocks: str = "block") -> Drawing:
+                        blocks: str = "block", colors: Mapping[str, str] | None = None) -> Drawing:
     """Draw ``table`` (columns ``name``, ``tau``, ``fraction``, ``low``, ``high``, ``gap``: one
     row per method and τ, methods in legend order; NaN bounds: no band). ``blocks`` names what
-    a block is in the y label ("setting", "task")."""
+    a block is in the y label ("setting", "task"); ``colors``: method → colour (default: tab10
+    in table order), to match a page's other figures."""
     fig, ax = plt.subplots(figsize=(7.0, 4.4))
     colours = plt.get_cmap("tab10")
     banded = False
     for k, (method, part) in enumerate(table.groupby(name, sort=False)):
-        c = colours(k % 10)
+        c = colors[str(method)] if colors and str(method) in colors else colours(k % 10)
         tau, frac = part.tau.to_numpy(float), part.fraction.to_numpy(float)
         lo, hi = part.low.to_numpy(float), part.high.to_numpy(float)
         gap = float(part.gap.iloc[0])

@@ -90,7 +90,7 @@ def profile_figure(board: SuiteBoard) -> Drawing | None:
     table = profile_table(board.cross)
     if not len(table):
         return None
-    return performance_profile(table, name="loss", blocks="task",
+    return performance_profile(table, name="loss", blocks="task", colors=_colors(board),
                                title=f"{board.primary.label}, min–max normalised per task "
                                f"({len(board.tasks)} tasks)")
 
