@@ -76,6 +76,14 @@ class Metric:
     unit: str = ""
     reference: str = ""
     families: frozenset[str] = frozenset()
+    difference: bool = False  # a ``delta_`` column: trained minus untrained
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The range its values lie in, where the metric is bounded: a ``%`` metric is a
+        fraction in [0, 1] (its ``delta_`` difference is not); else None. Intervals over seeds
+        of a bounded metric stay inside it (:func:`pipeline.stats.intervals.bounded_seed_ci`)."""
+        return (0.0, 1.0) if self.unit == "%" and not self.difference else None
 
     @property
     def ranked(self) -> bool:
@@ -226,7 +234,7 @@ def _derived(base: Metric, name: str, layer: str, rep: str, control: str) -> Met
     label += f" ({', '.join(tags)})" if tags else ""
     better = base.better if not control else "neither"
     return replace(base, name=name, label=label, description=description, better=better,
-                   families=frozenset())
+                   families=frozenset(), difference=control == "delta_")
 
 
 def _knn(name: str) -> Metric | None:

@@ -191,7 +191,9 @@ def _notes(board: dict[str, Any], cells: pd.DataFrame, pooled: list[str],
            compared: str | None, alpha: float) -> list[str]:
     table, level, headline = board["table"], board["level"], board["columns"]
     seeds = int(table.n_seeds.max()) if len(table) else 0
-    notes = [f"Values: mean ± half-width of the {pct(level)} Student-t interval over seeds."
+    notes = [f"Values: mean ± half-width of the {pct(level)} Student-t interval over seeds; "
+             "for a % metric, a fraction, the t-interval of its logit mapped back, which stays "
+             "in [0, 100] and is shown as [low, high] where it is not symmetric."
              if seeds > 1 else "Values: one seed, so no intervals, ties or † can be told."]
     if any(m.ranked for m in headline):
         notes.append(f"↑/↓: higher/lower is better. Bold: the best of the column among all "

@@ -98,20 +98,25 @@ def fmt_bounds(est: Any, lo: Any = math.nan, hi: Any = math.nan,
 def fmt_interval(mean: Any, lo: Any = math.nan, hi: Any = math.nan,
                  metric: Metric | None = None) -> str:
     """``mean ± half-width`` (``metric`` scales and formats; without one, 4 significant digits
-    for a lone mean); just the mean when the bounds are missing; '–' without a mean."""
+    for a lone mean), or ``mean [low, high]`` when the interval is not symmetric about the mean
+    (a bounded metric's, :func:`pipeline.stats.intervals.bounded_seed_ci`): a ± would reach past
+    the bound; just the mean when the bounds are missing; '–' without a mean."""
     if is_missing(mean):
         return MISSING
     scale = metric.scale if metric is not None else (lambda v: v)
     m = scale(float(mean))
     if is_missing(lo) or is_missing(hi):
         return _minus(format(m, metric.format)) if metric is not None else _minus(f"{m:.4g}")
-    half = (scale(float(hi)) - scale(float(lo))) / 2
+    low, high = scale(float(lo)), scale(float(hi))
+    half = (high - low) / 2
     if half <= 0:
         return _minus(format(m, metric.format if metric is not None else ".4g")) + " ± 0"
     d = 1 - math.floor(math.log10(half))  # two significant digits of the half-width
     if d < 0:  # round to tens, hundreds, …
-        m, half, d = round(m, d), round(half, d), 0
+        m, half, low, high, d = round(m, d), round(half, d), round(low, d), round(high, d), 0
     d = min(d, 8)
+    if abs((m - low) - (high - m)) > 0.1 * half:  # asymmetric (a bounded metric's): its bounds
+        return f"{_minus(f'{m:.{d}f}')} [{_minus(f'{low:.{d}f}')}, {_minus(f'{high:.{d}f}')}]"
     return f"{_minus(f'{m:.{d}f}')} ± {half:.{d}f}"
 
 

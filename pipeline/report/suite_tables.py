@@ -90,7 +90,7 @@ def per_task_table(infos: Sequence[TaskInfo], losses: Sequence[str],
             row: dict[str, Any] = {"task": info.name, "type": info.type, "loss": loss,
                                    "missing": c is None}
             if c is not None:
-                ci = (bounded_seed_ci(c.scores, level) if metric.unit == "%"  # a fraction
+                ci = (bounded_seed_ci(c.scores, level, *metric.bounds) if metric.bounds
                       else seed_ci(c.scores, level))
                 row |= {"mean": ci.estimate, "lo": ci.low, "hi": ci.high,
                         "seeds": int(c.scores.size),

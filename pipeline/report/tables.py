@@ -3,7 +3,9 @@
 Input is the per-cell table (``reports/cells.csv``, one row per cell). Only cells with
 ``status == 'ok'`` enter the statistics; failed cells are counted per group and their ids kept
 in the provenance, so a group whose every seed failed still appears (with NaN statistics).
-Intervals are :func:`pipeline.stats.seed_ci`; directions come from the metric registry.
+Intervals are :func:`pipeline.stats.seed_ci`, or for a bounded metric (a fraction,
+``Metric.bounds``) :func:`pipeline.stats.intervals.bounded_seed_ci`, which stays in its range;
+directions come from the metric registry.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, is_metric, lookup
 from pipeline.stats import seed_ci
 from pipeline.stats.inference import welch_tie
+from pipeline.stats.intervals import bounded_seed_ci
 from pipeline.stats.uncertainty import check_level
 
 # per-cell provenance, one joined value per row of an aggregate
@@ -207,9 +210,11 @@ def _changed(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def aggregate(board: pd.DataFrame, group_by: Sequence[str] | None = None,
               metrics: Sequence[str] | None = None, level: float = 0.95) -> pd.DataFrame:
     """One row per group of cells: ``<m>_mean/_lo/_hi`` (:func:`pipeline.stats.seed_ci` over the
-    group's ok cells, normally its seeds), ``<m>_rank`` for ranked metrics (registry), ``n_seeds``
-    (ok cells), ``failed`` (other cells), ``changed_<s>_n/_of`` (cells where training changed a
-    statistic, of those where it is known) and the provenance columns of ``PROVENANCE``.
+    group's ok cells, normally its seeds; for a bounded metric, a fraction,
+    :func:`pipeline.stats.intervals.bounded_seed_ci`: on the logit scale, inside its range),
+    ``<m>_rank`` for ranked metrics (registry), ``n_seeds`` (ok cells), ``failed`` (other
+    cells), ``changed_<s>_n/_of`` (cells where training changed a statistic, of those where it
+    is known) and the provenance columns of ``PROVENANCE``.
 
     group_by: None means the grid axes present but the seed; metrics: None means every registered
     metric present. Each metric's interval uses its non-NaN values. Rows are sorted by the group
@@ -230,7 +235,10 @@ def aggregate(board: pd.DataFrame, group_by: Sequence[str] | None = None,
     columns["failed"] = [len(r) - len(g) for r, g in zip(rows, good, strict=True)]
     for m in metrics:
         values = board[m].to_numpy(dtype=float)
-        cis = [seed_ci(x[~np.isnan(x)], level) for x in (values[g] for g in good)]
+        bounds = lookup(m).bounds if is_metric(m) else None
+        cis = [seed_ci(x[~np.isnan(x)], level) if bounds is None
+               else bounded_seed_ci(x[~np.isnan(x)], level, *bounds)
+               for x in (values[g] for g in good)]
         columns |= {f"{m}_mean": [ci.estimate for ci in cis], f"{m}_lo": [ci.low for ci in cis],
                     f"{m}_hi": [ci.high for ci in cis]}
     for col in (c for c in board.columns if c.startswith("changed_")):

@@ -118,3 +118,26 @@ def test_tied_with_best_is_welch():
     assert list(low) == [False, False, True, False]
     none = tied_with_best([np.array([])], np.array([np.nan]), lookup("recall_at_1"), 0.05)
     assert not none[0].any() and not none[1].any()
+
+
+def test_a_fraction_near_its_bound_keeps_its_interval_inside_it():
+    """R@1 is a fraction: its interval over seeds is Student-t on the logit scale, mapped back
+    (computed here with SciPy), so it stays below 1 where the plain t-interval passes it; a
+    difference of fractions (delta_) and an unbounded metric keep the plain t-interval."""
+    seeds = [0.990, 0.996, 0.999]
+    board = pd.DataFrame({"loss": "infonce", "k": 4, "seed": [0, 1, 2], "status": "ok",
+                          "recall_at_1": seeds, "delta_linear_probe": seeds, "cv": seeds})
+    row = aggregate(board, ["loss", "k"], ["recall_at_1", "delta_linear_probe", "cv"]).iloc[0]
+    plain = sps.t.interval(0.95, 2, loc=np.mean(seeds), scale=sps.sem(seeds))
+    assert plain[1] > 1.0  # the plain interval passes 100%
+    z = np.log(seeds) - np.log1p(-np.asarray(seeds))
+    lo, hi = (1 / (1 + np.exp(-v)) for v in sps.t.interval(0.95, 2, loc=z.mean(),
+                                                              scale=sps.sem(z)))
+    assert row.recall_at_1_mean == pytest.approx(np.mean(seeds))
+    assert row.recall_at_1_lo == pytest.approx(min(lo, np.mean(seeds)), rel=1e-9)
+    assert row.recall_at_1_hi == pytest.approx(hi, rel=1e-9) and row.recall_at_1_hi < 1.0
+    for name in ("delta_linear_probe", "cv"):
+        assert (row[f"{name}_lo"], row[f"{name}_hi"]) == pytest.approx(plain, rel=1e-9), name
+    assert lookup("recall_at_1").bounds == (0.0, 1.0) and lookup("cv").bounds is None
+    assert lookup("delta_linear_probe").bounds is None
+    assert lookup("backbone_linear_probe").bounds == (0.0, 1.0)
