@@ -48,6 +48,9 @@ def test_metric_formats_and_deltas():
     r1, cv = lookup("recall_at_1"), lookup("cv")
     assert fmt_interval(0.4412, metric=r1) == "44.1"
     assert fmt_interval(0.44, 0.43, 0.45, r1) == "44.0 ± 1.0"
+    # a bounded metric's interval on the logit scale is not symmetric: its bounds, not a ±
+    # that would reach past 100%
+    assert fmt_interval(0.998, 0.99, 0.9995, r1) == "99.80 [99.00, 99.95]"
     assert fmt_interval(-3.1357, metric=lookup("risk_keval")) == "−3.136"
     assert fmt_delta(cv, -0.02127, "0.211") == "−0.021" and fmt_delta(cv, -1e-5, "0.211") == "0.000"
     assert fmt_delta(lookup("ad_pass_frac"), 0.0625, "94") == "+6"
