@@ -79,9 +79,9 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.datasets import DATASETS  # noqa: E402
 from pipeline.probe.frozen import ProbeSettings  # noqa: E402
-from pipeline.report.build import build  # noqa: E402
-from pipeline.report.figure_plan import norm_cells  # noqa: E402
-from pipeline.report.publish import write  # noqa: E402
+from pipeline.report.grid.build import build  # noqa: E402
+from pipeline.report.grid.figure_plan import norm_cells  # noqa: E402
+from pipeline.report.render.publish import write  # noqa: E402
 from pipeline.runtime import cell_tasks, context, layout, storage, tables  # noqa: E402
 from pipeline.runtime.probe_ops import probe_cell, probe_inputs  # noqa: E402
 from stages import report as report_stage  # noqa: E402

@@ -5,7 +5,7 @@
 (1) The HTML leaderboard of profiles/grid-1000.yaml (200 settings × 5 seeds) and
 profiles/grid-10000.yaml (2000 settings × 5 seeds), on the tests' synthetic per-cell tables
 (``tests.report.synthetic.synthetic_cells``: every headline metric, the controls, provenance),
-written two ways by :func:`pipeline.report.html.to_html`: ``one page`` (``rows_per_page=None,
+written two ways by :func:`pipeline.report.render.html.to_html`: ``one page`` (``rows_per_page=None,
 lazy_details=False``: every row shown, every row's details written in as HTML, as the page was
 before paging) and ``paged`` (the defaults: 100 rows a page, details as one JSON block). Per page:
 its bytes, the seconds to build the board (``make_board``, the same for both) and to write the
@@ -19,7 +19,7 @@ forced after). Medians of ``--repeats`` opens; ratios paged / one page from the 
 stage's own :func:`pipeline.runtime.grid_run.manifest_row`, written by
 :func:`pipeline.runtime.storage.atomic_write_json` (as stages/train.py does: once, at the end)
 and read by :func:`pipeline.runtime.context.read_grid`; cells.csv written as
-:mod:`pipeline.report.publish` does (``_csv``) from the synthetic per-cell table and read by
+:mod:`pipeline.report.render.publish` does (``_csv``) from the synthetic per-cell table and read by
 ``pandas.read_csv``; bytes and seconds (medians of ``--repeats``), and the ratio of the largest
 size to the smallest against the ratio of cells (linear: equal). The grid's expansion
 (``pipeline.config.expand``) is timed with them.
@@ -44,9 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.config import Params, expand, load  # noqa: E402
-from pipeline.report.board import Board, make_board  # noqa: E402
-from pipeline.report.html import to_html  # noqa: E402
-from pipeline.report.publish import _csv  # noqa: E402
+from pipeline.report.grid.board import Board, make_board  # noqa: E402
+from pipeline.report.render.html import to_html  # noqa: E402
+from pipeline.report.render.publish import _csv  # noqa: E402
 from pipeline.runtime import context, storage  # noqa: E402
 from pipeline.runtime.grid_run import Entry, manifest_row  # noqa: E402
 from tests.chromium import CHROMIUM, DevTools, open_page  # noqa: E402

@@ -11,7 +11,7 @@ import sys
 import torch
 
 from pipeline.losses.geometry_check import simplex_check
-from pipeline.report import simplex
+from pipeline.report.papers import simplex
 from pipeline.runtime.context import REPORTS, resolved_params, usage_error
 
 # The problems are tiny (a few dozen points in d = 8): with more than one intra-op thread, torch

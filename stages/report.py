@@ -24,12 +24,12 @@ from pipeline.runtime.report_logger import ReportLogger
 from pipeline.runtime.store import read_verify_checks, store_root
 
 if TYPE_CHECKING:
-    from pipeline.report.build import Inputs
+    from pipeline.report.grid.build import Inputs
 
 
 def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
     """The stage tables and the cells' records as :class:`Inputs`."""
-    from pipeline.report.build import Inputs
+    from pipeline.report.grid.build import Inputs
 
     checks = read_verify_checks(store_root(params.compute.storage), grid.to_dict("records"))
     grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     params, grid = ctx.resolved_params(), ctx.read_grid()
     with ReportLogger(ctx.tracking_uri(params), params.tracking.experiment, grid) as mlflow:
         # imported once the logger has forked: these imports run beside its MLflow import
-        from pipeline.report.build import build
-        from pipeline.report.figure_plan import norm_cells
-        from pipeline.report.publish import write
+        from pipeline.report.grid.build import build
+        from pipeline.report.grid.figure_plan import norm_cells
+        from pipeline.report.render.publish import write
 
         report = build(read_inputs(params, grid))
         mlflow.metrics(report.mlflow)

@@ -5,8 +5,8 @@ Reads ``suite.json`` there (``name``, ``primary``, ``group_by``, ``level``, ``al
 ``bootstrap``, and ``tasks``: each ``name``, ``type``, ``labelled``, ``folder``), each task's
 ``<folder>/reports/cells.csv`` (required) and ``<folder>/data/probe_fewshot_summary.parquet``
 (optional: absent means no few-shot rows), builds the board
-(:func:`pipeline.report.suite.suite_board`) and writes ``reports/`` here
-(:func:`pipeline.report.suite_publish.write_suite`). Exits 3 (after writing) when some task
+(:func:`pipeline.report.suite.board.suite_board`) and writes ``reports/`` here
+(:func:`pipeline.report.suite.publish.write_suite`). Exits 3 (after writing) when some task
 has failed cells, as the project's report stage does: the tasks' own report stages do not stop
 the suite for them, this one says so at the end.
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.report.suite import TaskInput, suite_board
-from pipeline.report.suite_publish import write_suite
+from pipeline.report.suite.board import TaskInput, suite_board
+from pipeline.report.suite.publish import write_suite
 from pipeline.runtime import context as ctx
 from pipeline.runtime.progress import SUITE_JSON
 

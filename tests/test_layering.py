@@ -119,37 +119,54 @@ def test_test_files_have_unique_basenames():
 
 
 # pipeline/report/ in two layers (docs/DESIGN.md, "The report's two layers"): analysis turns
-# stage tables into values, render turns values into Markdown, LaTeX, HTML and figures.
+# stage tables into values, render turns values into Markdown, LaTeX, HTML and figures. Modules
+# are named by their path under pipeline/report/ (grid/, suite/, papers/, render/: one concept
+# each, docs/DESIGN.md); a concept's folder may hold both layers, the rules are per module.
 REPORT = ROOT / "report"
-REPORT_ANALYSIS = {"build", "leaderboard", "controls", "probe", "compare", "ranks", "tables",
-                   "table1", "board", "figure_plan", "one_over_k", "papers", "image_rows",
-                   "selection", "suite", "suite_values", "suite_tables", "suite_notes",
-                   "suite_points", "trained_enough", "epoch_gap"}
-REPORT_RENDER = {"markdown", "latex", "html", "canvas", "figures", "cd_diagram",
-                 "rank_interval_plot", "profile_plot", "one_over_k_plot", "simplex", "papers_md",
-                 "image_rows_md", "publish",
-                 "suite_render", "suite_publish", "tex_escape"}
-REPORT_FORMAT = {"render"}  # numbers → text (fmt_value, fmt_stat, pct): imports the registry only
+REPORT_ANALYSIS = {"grid.build", "grid.leaderboard", "grid.controls", "grid.probe",
+                   "grid.compare", "grid.ranks", "grid.tables", "grid.board", "grid.figure_plan",
+                   "grid.selection",
+                   "papers.table1", "papers.one_over_k", "papers.side_by_side",
+                   "papers.image_rows", "papers.trained_enough", "papers.epoch_gap",
+                   "suite.board", "suite.values", "suite.tables", "suite.notes", "suite.points"}
+REPORT_RENDER = {"render.markdown", "render.latex", "render.html", "render.canvas",
+                 "render.figures", "render.cd_diagram", "render.rank_interval_plot",
+                 "render.profile_plot", "render.tex_escape", "render.publish",
+                 "papers.one_over_k_plot", "papers.simplex", "papers.markdown",
+                 "papers.image_rows_md",
+                 "suite.render", "suite.publish"}
+# numbers → text (fmt_value, fmt_stat, pct), shared by both layers: imports the registry only
+REPORT_FORMAT = {"formatting"}
 # inference and fitting: what a render module may not import
 INFERENCE = ("scipy", "statsmodels", "pipeline.stats", "pipeline.search", "pipeline.bounds")
 
 
 def _report_imports(name: str) -> set[str]:
-    """Every module ``pipeline/report/<name>.py`` imports, at the top or inside a function
-    (``from pipeline.report import x`` counts as ``pipeline.report.x``)."""
-    path = REPORT / f"{name}.py"
+    """Every module ``pipeline/report/<name>.py`` (``name`` dotted: ``grid.board``) imports, at
+    the top or inside a function (``from pipeline.report.grid import x`` counts as
+    ``pipeline.report.grid.x``)."""
+    path = REPORT.joinpath(*name.split(".")).with_suffix(".py")
     names = _imports(path)
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "pipeline.report":
-            names |= {f"pipeline.report.{a.name}" for a in node.names}
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("pipeline.report"):
+            names |= {f"{node.module}.{a.name}" for a in node.names}
     return names
 
 
 def test_every_report_module_has_a_layer():
-    modules = {p.stem for p in REPORT.glob("*.py")} - {"__init__"}
+    modules = {".".join(p.relative_to(REPORT).with_suffix("").parts)
+               for p in REPORT.rglob("*.py") if p.name != "__init__.py"}
     layers = REPORT_ANALYSIS | REPORT_RENDER | REPORT_FORMAT
     assert modules == layers, {"unlisted": modules - layers, "missing": layers - modules}
     assert not REPORT_ANALYSIS & REPORT_RENDER
+
+
+def test_no_report_folder_holds_more_than_fifteen_modules():
+    """STYLE.md §19: a folder is a concept; past about fifteen modules it is several."""
+    crowded = {str(d.relative_to(ROOT)): n for d in [REPORT, *REPORT.rglob("*/")]
+               if d.is_dir() and (n := len([*d.glob("*.py")]) - 1) > 15}
+    assert not crowded, crowded
 
 
 def test_the_report_analysis_layer_imports_no_render_module():

@@ -35,7 +35,7 @@ def configure(parser: Parser) -> None:
 
 
 def _fmt(metric: str, mean: float, lo: float = float("nan"), hi: float = float("nan")) -> str:
-    from pipeline.report.render import fmt_interval
+    from pipeline.report.formatting import fmt_interval
 
     return fmt_interval(mean, lo, hi, lookup(metric) if is_metric(metric) else None)
 
@@ -48,9 +48,9 @@ def _side_by_side(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[
                   level: float, alpha: float) -> tuple[list[str], list[list[str]]]:
     import pandas as pd
 
-    from pipeline.report.compare import compare_to_baseline, default_pair_on
-    from pipeline.report.render import fmt_value
-    from pipeline.report.tables import aggregate
+    from pipeline.report.formatting import fmt_value
+    from pipeline.report.grid.compare import compare_to_baseline, default_pair_on
+    from pipeline.report.grid.tables import aggregate
 
     pair_on = default_pair_on(board, axis)
     sub = board[board[axis].isin([a, b])]
@@ -76,8 +76,8 @@ def _side_by_side(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[
 
 def _pooled(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[str],
             level: float, alpha: float) -> tuple[list[str], list[list[str]]]:
-    from pipeline.report.compare import compare_to_baseline
-    from pipeline.report.render import fmt_value
+    from pipeline.report.formatting import fmt_value
+    from pipeline.report.grid.compare import compare_to_baseline
 
     sub = board[board[axis].isin([a, b])]
     cmp = compare_to_baseline(sub, a, axis, None, metrics, level, alpha, by_setting=False)
@@ -91,10 +91,10 @@ def _pooled(board: pd.DataFrame, a: str, b: str, axis: str, metrics: list[str],
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from pipeline.report.compare import default_pair_on
-    from pipeline.report.markdown import table
-    from pipeline.report.render import fmt_value, pct
-    from pipeline.report.tables import axes_in, metrics_in
+    from pipeline.report.formatting import fmt_value, pct
+    from pipeline.report.grid.compare import default_pair_on
+    from pipeline.report.grid.tables import axes_in, metrics_in
+    from pipeline.report.render.markdown import table
 
     cfg = report_config(args.params, level=args.level)
     if not args.csv.is_file():

@@ -60,10 +60,10 @@ def _filter(board: pd.DataFrame, exprs: list[str]) -> pd.DataFrame:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.metrics import is_metric
-    from pipeline.report.board import make_board
-    from pipeline.report.leaderboard import MixedRunsError, merge_runs
-    from pipeline.report.markdown import cells_table, to_markdown
-    from pipeline.report.tables import axes_in, varying
+    from pipeline.report.grid.board import make_board
+    from pipeline.report.grid.leaderboard import MixedRunsError, merge_runs
+    from pipeline.report.grid.tables import axes_in, varying
+    from pipeline.report.render.markdown import cells_table, to_markdown
 
     cfg = report_config(args.params, top=args.top)
     try:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import CELL_INTERVALS, METRICS
-from pipeline.report.tables import plain
+from pipeline.report.grid.tables import plain
 
 SCHEMA_ID = "https://contrastive-bench.invalid/schema/results-1.json"
 FORMAT = "contrastive-bench/results@1"

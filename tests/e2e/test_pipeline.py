@@ -9,7 +9,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from pipeline.report.one_over_k import LAW_CLAIM
+from pipeline.report.papers.one_over_k import LAW_CLAIM
 from tests.conftest import cell_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]

@@ -1,4 +1,4 @@
-"""References for pipeline.report.figure_plan's Pareto front: the definition, pair by pair.
+"""References for pipeline.report.grid.figure_plan's Pareto front: the definition, pair by pair.
 
 O(n²) and plain Python: a point is on the front when no other point dominates it, ``a``
 dominating ``b`` when it costs no more, scores no worse, and is strictly better in one.

@@ -12,7 +12,7 @@ import yaml
 
 from pipeline.probe import linear_probe
 from pipeline.probe.frozen import ProbeSettings, evaluate_encoder, evaluate_inputs
-from pipeline.report.probe import probe_columns
+from pipeline.report.grid.probe import probe_columns
 from pipeline.runtime.context import PROBE
 
 pytestmark = [pytest.mark.slow]

@@ -16,8 +16,8 @@ import pytest
 from pipeline.config import ReportConfig, read_yaml
 from pipeline.release.bundle import write_release
 from pipeline.release.site import build_site, release_folders
-from pipeline.report.board import make_board
-from pipeline.report.html import to_html
+from pipeline.report.grid.board import make_board
+from pipeline.report.render.html import to_html
 from tests.chromium import CHROMIUM, DevTools, click, open_page
 from tests.release.workspace import cells_frame, write_workspace
 

@@ -16,7 +16,7 @@ def synthetic_cells(params, fail_first: bool = True) -> pd.DataFrame:
     import numpy as np
 
     from pipeline.config import expand
-    from pipeline.report.controls import CONTROL_STATS
+    from pipeline.report.grid.controls import CONTROL_STATS
 
     rng = np.random.default_rng(7)
     rows = []

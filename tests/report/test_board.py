@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.report import papers_md
-from pipeline.report.board import csv_table, full_table, make_board
-from pipeline.report.compare import compare_to_baseline
-from pipeline.report.controls import control_summary
-from pipeline.report.markdown import MAX_COLUMNS, to_markdown
-from pipeline.report.papers import side_by_side
+from pipeline.report.grid.board import csv_table, full_table, make_board
+from pipeline.report.grid.compare import compare_to_baseline
+from pipeline.report.grid.controls import control_summary
+from pipeline.report.papers import markdown as papers_md
+from pipeline.report.papers.side_by_side import side_by_side
+from pipeline.report.render.markdown import MAX_COLUMNS, to_markdown
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import yaml
 
 from pipeline.config import expand, load
 from pipeline.metrics import is_metric
-from pipeline.report import figures, publish
-from pipeline.report.build import Inputs, build
-from pipeline.report.figure_plan import norm_cells
-from pipeline.report.publish import write
+from pipeline.report.grid.build import Inputs, build
+from pipeline.report.grid.figure_plan import norm_cells
+from pipeline.report.render import figures, publish
+from pipeline.report.render.publish import write
 from tests.report.synthetic import ROOT
 
 

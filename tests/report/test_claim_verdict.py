@@ -1,12 +1,12 @@
-"""claim_verdict (pipeline.report.papers) reads a grid's groups by a strict majority: one held
-group of three is not enough, two are; a tie is unresolved (issue 48, item 5)."""
+"""claim_verdict (pipeline.report.papers.side_by_side) reads a grid's groups by a strict
+majority: one held group of three is not enough, two are; a tie is unresolved (issue 48, item 5)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from pipeline.report.papers import claim_verdict
+from pipeline.report.papers.side_by_side import claim_verdict
 
 
 def table(values: list[str | None], column: str = "verdict") -> pd.DataFrame:

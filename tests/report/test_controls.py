@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipeline.report.controls import control_columns, difference_interval
+from pipeline.report.grid.controls import control_columns, difference_interval
 
 
 def test_difference_interval_by_hand():
@@ -36,7 +36,7 @@ def test_changed_is_decided_by_the_interval():
 
 
 def test_control_summary_counts_cells():
-    from pipeline.report.controls import control_summary
+    from pipeline.report.grid.controls import control_summary
 
     board = pd.DataFrame({"changed_cv": pd.array([True, False, pd.NA], dtype="boolean")})
     (line,) = control_summary(board)
@@ -45,7 +45,7 @@ def test_control_summary_counts_cells():
 
 
 def test_supervised_control_is_the_cell_with_the_same_encoder_and_weights():
-    from pipeline.report.controls import supervised_columns
+    from pipeline.report.grid.controls import supervised_columns
 
     def row(cell, objective, arch, seed, cv):
         return {"cell_id": cell, "objective": objective, "loss": "x", "arch": arch, "n": 100,

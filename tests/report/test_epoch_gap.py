@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.report.epoch_gap import COLUMNS, gap_by_epoch
+from pipeline.report.papers.epoch_gap import COLUMNS, gap_by_epoch
 
 
 def _stats(seeds=(0, 1, 2, 3), epochs=(0, 4, 9), ks=(8, 32)) -> pd.DataFrame:
@@ -68,9 +68,9 @@ def test_without_both_objectives_there_is_no_gap():
 
 
 def test_the_paper_tables_print_the_gap_and_the_report_draws_it(tmp_path):
-    from pipeline.report import papers_md
-    from pipeline.report.figures import DRAW
-    from pipeline.report.papers import side_by_side
+    from pipeline.report.papers import markdown as papers_md
+    from pipeline.report.papers.side_by_side import side_by_side
+    from pipeline.report.render.figures import DRAW
 
     stats = _stats(seeds=(0, 1, 2))
     board = (stats[(stats.epoch == 9) & (stats.representation == "raw")

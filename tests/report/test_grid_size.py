@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from pipeline.config import expand, from_mapping, merge, read_yaml
-from pipeline.report.build import Inputs, build
+from pipeline.report.grid.build import Inputs, build
 from tests.report.synthetic import ROOT
 
 

@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 
 from pipeline.config import expand, from_mapping
-from pipeline.report.image_rows import (
+from pipeline.report.papers.image_rows import (
     Difference,
     compare,
     image_comparison,
     protocol_rows,
     verdict,
 )
-from pipeline.report.image_rows_md import comparison_section
-from pipeline.report.papers import side_by_side
-from pipeline.report.papers_md import to_markdown
+from pipeline.report.papers.image_rows_md import comparison_section
+from pipeline.report.papers.markdown import to_markdown
+from pipeline.report.papers.side_by_side import side_by_side
 
 
 def _side_by_side(*args):

@@ -2,7 +2,7 @@
 leaderboard (leaderboard.tex) and of the suite board (suite.tex) compiled with pdflatex, their
 text read back with pdftotext, and χ², α, τ, Δ (and the other symbols) found with no "?" in
 their place. The papers' tables have no LaTeX output (paper_tables.md only). Unit rules of
-:mod:`pipeline.report.tex_escape` below the compiled tests."""
+:mod:`pipeline.report.render.tex_escape` below the compiled tests."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ import pandas as pd
 import pytest
 
 from pipeline.config import load
-from pipeline.report import ranks
-from pipeline.report.board import make_board
-from pipeline.report.compare import compare_to_baseline
-from pipeline.report.latex import PACKAGES, to_latex
-from pipeline.report.suite import TaskInput, suite_board
-from pipeline.report.suite_render import to_latex as suite_to_latex
-from pipeline.report.tex_escape import MATH, RAISED, TEXT, escape
+from pipeline.report.grid import ranks
+from pipeline.report.grid.board import make_board
+from pipeline.report.grid.compare import compare_to_baseline
+from pipeline.report.render.latex import PACKAGES, to_latex
+from pipeline.report.render.tex_escape import MATH, RAISED, TEXT, escape
+from pipeline.report.suite.board import TaskInput, suite_board
+from pipeline.report.suite.render import to_latex as suite_to_latex
 from tests.report.synthetic import ROOT, synthetic_cells
 
 PDFLATEX, PDFTOTEXT = shutil.which("pdflatex"), shutil.which("pdftotext")

@@ -1,4 +1,4 @@
-"""The O(1/k) law decided over seeds (pipeline.report.one_over_k.law_over_seeds): each seed's
+"""The O(1/k) law decided over seeds (pipeline.report.papers.one_over_k.law_over_seeds): each seed's
 log-log slope of |CE − R_k| on k, the Student-t interval of the slopes of the seeds whose 1/k
 expansion is in its asymptotic regime, the verdict against the 1/√k rate; checked against
 np.polyfit and SciPy."""
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.report.one_over_k import LAW_CLAIM, law_over_seeds
+from pipeline.report.papers.one_over_k import LAW_CLAIM, law_over_seeds
 
 KS = (8, 16, 32, 64, 128)
 
@@ -73,7 +73,7 @@ def test_one_law_per_setting_and_none_without_a_sweep():
 
 
 def test_one_claim_for_the_grid_by_the_majority_of_its_settings():
-    from pipeline.report.one_over_k import law_claim
+    from pipeline.report.papers.one_over_k import law_claim
 
     finite_k, grid = _sweeps((-1.0, -1.02, -0.98), taus=(0.1, 0.5))
     slow, _ = _sweeps((-0.3, -0.31, -0.29), taus=(0.9,))

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipeline.report.leaderboard import MixedRunsError, join, mark_failures, merge_runs, ranked
+from pipeline.report.grid.leaderboard import MixedRunsError, join, mark_failures, merge_runs, ranked
 
 
 def _grid():

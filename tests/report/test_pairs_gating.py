@@ -1,4 +1,4 @@
-"""pairs.csv's two decisions (pipeline.report.ranks.pairs_table): ``nemenyi`` is gated by the
+"""pairs.csv's two decisions (pipeline.report.grid.ranks.pairs_table): ``nemenyi`` is gated by the
 omnibus test, ``wilcoxon_holm`` is not, and the notes of the leaderboard and the suite say so
 (issue 48, items 4 and 5)."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.metrics import lookup
-from pipeline.report.ranks import CrossComparison, gating_note, notes, pairs_table
+from pipeline.report.grid.ranks import CrossComparison, gating_note, notes, pairs_table
 from pipeline.stats.compare import compare
 from tests.report.test_latex_symbols import suite
 from tests.stats.test_omnibus_and_posthoc import GATED

@@ -14,8 +14,8 @@ import pytest
 from scipy import stats as sps
 
 from pipeline.config import expand, from_mapping, read_yaml
-from pipeline.report.papers import BETSER_TABLE1, log_slope, side_by_side, trends
-from pipeline.report.papers_md import to_markdown
+from pipeline.report.papers.markdown import to_markdown
+from pipeline.report.papers.side_by_side import BETSER_TABLE1, log_slope, side_by_side, trends
 
 
 def _side_by_side(*args):
@@ -307,7 +307,7 @@ def test_a_cell_on_the_published_protocol_differs_in_nothing():
 
 
 def test_metrics_count_held_and_contradicted_claims():
-    from pipeline.report.build import Summary
+    from pipeline.report.grid.build import Summary
 
     claims = [c for slopes, name in (((-0.2, -0.2, 0.0), "laplace"), ((0.2, 0.2), "laplace"),
                                      ((-0.2, 0.0), "gaussian_mixture"))

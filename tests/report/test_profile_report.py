@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report.profile_plot import performance_profile
-from pipeline.report.ranks import cross_compare, profile_table, ranks_table, score_array
+from pipeline.report.grid.ranks import cross_compare, profile_table, ranks_table, score_array
+from pipeline.report.render.profile_plot import performance_profile
 from pipeline.seeding import numpy_generator
 from pipeline.stats.profiles import performance_profiles
 

@@ -1,5 +1,5 @@
 """The rank interval, P(rank 1) and what would settle a pair, as the report shows them
-(pipeline.report.ranks, rank_interval_plot): ranks.csv, pairs.csv, the notes, metrics.json's
+(pipeline.report.grid.ranks, rank_interval_plot): ranks.csv, pairs.csv, the notes, metrics.json's
 flat keys and the figure."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report.rank_interval_plot import rank_intervals
-from pipeline.report.ranks import (
+from pipeline.report.grid.ranks import (
     cross_compare,
     display,
     notes,
@@ -17,6 +16,7 @@ from pipeline.report.ranks import (
     ranks_table,
     summary,
 )
+from pipeline.report.render.rank_interval_plot import rank_intervals
 from tests.report.test_ranks import _cells
 
 OFFSETS = {"infonce": 0.0, "dcl": 0.004, "weince": -0.2, "x": 0.002}

@@ -1,4 +1,4 @@
-"""The comparison across settings as report tables (pipeline.report.ranks): the score array the
+"""The comparison across settings as report tables (pipeline.report.grid.ranks): the score array the
 cells make, ranks.csv / pairs.csv against the engine's values, tiers in the board, the CD
 diagram."""
 
@@ -8,10 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report.board import make_board
-from pipeline.report.cd_diagram import critical_difference
-from pipeline.report.markdown import to_markdown
-from pipeline.report.ranks import (
+from pipeline.report.grid.board import make_board
+from pipeline.report.grid.ranks import (
     cross_compare,
     display,
     notes,
@@ -20,6 +18,8 @@ from pipeline.report.ranks import (
     score_array,
     tier_of,
 )
+from pipeline.report.render.cd_diagram import critical_difference
+from pipeline.report.render.markdown import to_markdown
 
 
 def _cells(offsets: dict[str, float], seeds: int = 3, noise: float = 0.01) -> pd.DataFrame:

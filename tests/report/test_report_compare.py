@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.report.compare import compare_to_baseline, mark_significant, paired
-from pipeline.report.tables import aggregate
+from pipeline.report.grid.compare import compare_to_baseline, mark_significant, paired
+from pipeline.report.grid.tables import aggregate
 
 # dcl − infonce at k=4, seeds 0, 1, 2: 0.05, 0.12, 0.03 (rows are shuffled: pairing is by seed)
 # mean d = 0.2/3 = 0.0666667; s_d² = (0.0166667² + 0.0533333² + 0.0366667²)/2 = 0.00223333

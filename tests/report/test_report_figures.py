@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from pipeline.report import figure_plan, figures
-from pipeline.report.tables import aggregate
+from pipeline.report.grid import figure_plan
+from pipeline.report.grid.tables import aggregate
+from pipeline.report.render import figures
 from tests.conftest import assert_drawn_png
 
 
@@ -191,7 +192,7 @@ def test_svg_is_reproducible(board, tmp_path):
 def test_plan_is_bounded_whatever_the_grid_size(profile, tmp_path):
     """The same figures for 36 or 1000 cells, each with at most MAX_LINES series."""
     from pipeline.config import load
-    from pipeline.report.board import make_board
+    from pipeline.report.grid.board import make_board
     from tests.report.synthetic import ROOT, synthetic_cells
 
     params = load(ROOT / "params.yaml", ROOT / "profiles" / profile if profile else None)

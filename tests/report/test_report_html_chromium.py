@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from pipeline.config import load
-from pipeline.report.board import make_board
-from pipeline.report.html import to_html
+from pipeline.report.grid.board import make_board
+from pipeline.report.render.html import to_html
 from tests.chromium import CHROMIUM, FLAGS, DevTools, click, open_page
 from tests.report.synthetic import synthetic_cells
 

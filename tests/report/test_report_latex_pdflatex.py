@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load, rules
-from pipeline.report.board import make_board
-from pipeline.report.compare import compare_to_baseline
-from pipeline.report.latex import PACKAGES, to_latex
+from pipeline.report.grid.board import make_board
+from pipeline.report.grid.compare import compare_to_baseline
+from pipeline.report.render.latex import PACKAGES, to_latex
 from tests.report.synthetic import ROOT, synthetic_cells
 
 PDFLATEX = shutil.which("pdflatex")

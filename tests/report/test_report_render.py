@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from pipeline.metrics import METRICS, Metric, lookup
-from pipeline.report.board import csv_table, make_board
-from pipeline.report.compare import compare_to_baseline
-from pipeline.report.html import to_html
-from pipeline.report.latex import PACKAGES, escape, to_latex
-from pipeline.report.markdown import cells_table, table, to_markdown
-from pipeline.report.render import fmt_delta, fmt_interval, fmt_value, pct
+from pipeline.report.formatting import fmt_delta, fmt_interval, fmt_value, pct
+from pipeline.report.grid.board import csv_table, make_board
+from pipeline.report.grid.compare import compare_to_baseline
+from pipeline.report.render.html import to_html
+from pipeline.report.render.latex import PACKAGES, escape, to_latex
+from pipeline.report.render.markdown import cells_table, table, to_markdown
 
 
 @pytest.fixture

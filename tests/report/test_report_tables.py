@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from pipeline.metrics import lookup
-from pipeline.report.tables import aggregate, metrics_in, rank, tied_with_best
+from pipeline.report.grid.tables import aggregate, metrics_in, rank, tied_with_best
 
 # seeds of (infonce, k=4): 1, 2, 4.  mean = 7/3 = 2.333333...
 # s² = ((1−7/3)² + (2−7/3)² + (4−7/3)²)/2 = (16/9 + 1/9 + 25/9)/2 = 7/3, s = 1.5275252

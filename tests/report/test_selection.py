@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from pipeline.metrics import lookup
-from pipeline.report.board import make_board
-from pipeline.report.markdown import to_markdown
-from pipeline.report.selection import choose
-from pipeline.report.tables import aggregate
+from pipeline.report.grid.board import make_board
+from pipeline.report.grid.selection import choose
+from pipeline.report.grid.tables import aggregate
+from pipeline.report.render.markdown import to_markdown
 from pipeline.search import recall_at_k, selection_split, split_recall
 from pipeline.stats import hierarchical_bootstrap
 
@@ -114,7 +114,7 @@ def test_the_search_stage_halves_feed_the_choice():
 
 
 def test_text_columns_align_left_and_numbers_right():
-    from pipeline.report.render import text_columns
+    from pipeline.report.formatting import text_columns
     rows = [("dcl", "k = 8, τ = 0.05", "41.2", "39.8 [35.8, 43.9]", "not measured", "−3.1"),
             ("infonce", "k = 16", "–", "40.1", "not measured", "2")]
     assert text_columns(rows) == [True, True, False, False, True, False]

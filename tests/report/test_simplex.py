@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.report import simplex
+from pipeline.report.papers import simplex
 from tests.conftest import assert_drawn_png
 
 

@@ -1,4 +1,4 @@
-"""The leaderboard across tasks (pipeline.report.suite, suite_publish, stages.suite_report):
+"""The leaderboard across tasks (pipeline.report.suite.board, suite_publish, stages.suite_report):
 cells frames built by hand, every aggregate checked against a loop written from its definition
 (SPEC §6) or SciPy."""
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.report.suite import TaskInput, suite_board, task_scores
-from pipeline.report.suite_publish import write_suite
+from pipeline.report.suite.board import TaskInput, suite_board, task_scores
+from pipeline.report.suite.publish import write_suite
 
 GROUP_BY = ["loss", "k", "tau", "arch"]
 PDFLATEX = shutil.which("pdflatex")

@@ -1,5 +1,5 @@
 """The suite board across tasks gets the rank intervals, the power notes, the optimality gap and
-the performance profile with the tasks as blocks (pipeline.report.suite, suite_tables,
+the performance profile with the tasks as blocks (pipeline.report.suite.board, suite_tables,
 suite_render, suite_notes, suite_publish), each against the engine's function on the board's
 (tasks × losses × seeds) scores."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report.suite import TaskInput, suite_board
-from pipeline.report.suite_publish import render
-from pipeline.report.suite_render import aggregate_rows
+from pipeline.report.suite.board import TaskInput, suite_board
+from pipeline.report.suite.publish import render
+from pipeline.report.suite.render import aggregate_rows
 from pipeline.seeding import numpy_generator
 from pipeline.stats.profiles import performance_profiles
 from tests.oracles.profile_oracles import normalise_loop, optimality_gap_loop

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline.report.image_rows import image_comparison
-from pipeline.report.image_rows_md import comparison_section
-from pipeline.report.trained_enough import CRITERION, NOT_CHECKED, knn_column, trained_enough
+from pipeline.report.papers.image_rows import image_comparison
+from pipeline.report.papers.image_rows_md import comparison_section
+from pipeline.report.papers.trained_enough import CRITERION, NOT_CHECKED, knn_column, trained_enough
 
 GAUSSIAN = {"cv": 0.10, "ad_mean": 0.5, "ad_pass_frac": 0.9, "dp_p_mean": 0.4, "dp_pass_frac": 0.9}
 SKEWED = {"cv": 0.30, "ad_mean": 3.0, "ad_pass_frac": 0.1, "dp_p_mean": 0.05, "dp_pass_frac": 0.1}

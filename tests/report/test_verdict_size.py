@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report.image_rows import LESS, MORE, compare
-from pipeline.report.papers import trends
+from pipeline.report.papers.image_rows import LESS, MORE, compare
+from pipeline.report.papers.side_by_side import trends
 
 REPS = 4000
 

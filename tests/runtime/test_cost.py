@@ -24,9 +24,10 @@ import pytest
 import torch
 
 from pipeline.metrics import NOT_MEASURED
-from pipeline.report import figures, leaderboard
-from pipeline.report.figure_plan import cost_points, pareto_front, plan
-from pipeline.report.tables import COST_TOTALS, aggregate, cost_totals
+from pipeline.report.grid import leaderboard
+from pipeline.report.grid.figure_plan import cost_points, pareto_front, plan
+from pipeline.report.grid.tables import COST_TOTALS, aggregate, cost_totals
+from pipeline.report.render import figures
 from pipeline.runtime import cost
 from tests.conftest import ROOT, venv_env
 from tests.oracles.cost_oracles import pareto_front_brute

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pipeline.report.build import _numbers
+from pipeline.report.grid.build import _numbers
 from pipeline.search.regime import expansion_regime
 
 

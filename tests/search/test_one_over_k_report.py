@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.report import one_over_k, one_over_k_plot
+from pipeline.report.papers import one_over_k, one_over_k_plot
 from pipeline.search import crn_gap_sweep, crn_table, fit_loglog_slope, nested_negatives
 from tests.conftest import assert_drawn_png
 

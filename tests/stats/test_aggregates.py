@@ -145,7 +145,7 @@ def test_one_seed_has_no_interval():
 def test_the_registry_drives_the_aggregates_and_ranks_csv():
     """One entry of the registry is one aggregate: its columns reach MethodAggregate.values and
     ranks.csv in the registry's order, and an extra entry (a median) needs nothing else."""
-    from pipeline.report.ranks import RANKS_COLUMNS
+    from pipeline.report.grid.ranks import RANKS_COLUMNS
     from pipeline.stats.aggregates import AGGREGATES, Aggregate, aggregate_columns
 
     cols = aggregate_columns()

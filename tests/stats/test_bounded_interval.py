@@ -11,8 +11,8 @@ import pytest
 from scipy import stats as sps
 
 from pipeline.metrics import lookup
-from pipeline.report.suite_tables import TaskInfo, per_task_table
-from pipeline.report.suite_values import TaskChoice
+from pipeline.report.suite.tables import TaskInfo, per_task_table
+from pipeline.report.suite.values import TaskChoice
 from pipeline.stats.intervals import bounded_seed_ci
 from pipeline.stats.uncertainty import seed_ci
 
