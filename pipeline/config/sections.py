@@ -117,7 +117,7 @@ class ProbeConfig(Section):
     val_fraction: Fraction = Field(description="of the training split, held out to choose C")
     knn_k: list[PositiveInt] = Field(min_length=1, description="neighbours of the weighted kNN")
     knn_temperature: float = Field(gt=0.0, description="T in the vote weights exp(s/T)")
-    # label efficiency (issue #26): the two keys have defaults (off), unlike every other key, so
+    # label efficiency: the two keys have defaults (off), unlike every other key, so
     # that a params file or profile written before them reads as before
     shots: list[PositiveInt] = Field(
         default_factory=list, json_schema_extra={"uniqueItems": True},

@@ -1,8 +1,8 @@
 """Where the runtime's local servers listen, and which Ray cluster a run uses.
 
 Standard library only, so that a stage whose Dask work runs here (``scheduler.py``) decides so
-without importing Ray (about 0.8 s a stage here); :mod:`pipeline.runtime.executor` re-exports
-both names.
+without importing Ray (an import that costs a stage most of a second);
+:mod:`pipeline.runtime.executor` re-exports both names.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
 cluster, cells that ask for GPUs (Ray packs them), cells on several torch threads, and any grid
 when ``$CBENCH_TRAIN_WORKERS`` is ``ray``. A forked worker starts in a fraction of a second with
 the stage's imports (torch, and under the warm interpreter ``torch._dynamo`` too), where a local
-Ray instance took 7-8 s on this project's 2-core machine to start, start a worker per core, let
-each import torch, and shut down: more than a hundred tiny cells' own training.
+Ray instance has to start, start a worker per core, let each import torch, and shut down:
+seconds, more than many tiny cells' own training (docs/speed.md).
 
 The forked workers keep Ray's contract for a local run:
 

@@ -158,7 +158,7 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
 def prepare_worker() -> None:
     """Pay here, once per process, what the first cell a fresh worker trains would otherwise pay
     inside its timed run: the first ``torch.optim`` optimizer a process builds imports
-    ``torch._dynamo`` (about 1.5 s of CPU on this project's 2-core machine). It belongs to the
+    ``torch._dynamo`` (seconds of CPU). It belongs to the
     worker's start, like importing this module, not to that cell's ``wall_seconds``, which the
     cost tables read. Once per process (cached)."""
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])

@@ -72,7 +72,7 @@ _SHARED: dict[str, Any] = {}
 class Opaque:
     """A task's argument that Dask passes on as it is (``value``). Dask looks for its
     collections inside every list, tuple, dict and dataclass of a task's arguments: for a batch
-    of cells, each a dataclass of dataclasses, that walk took 0.3 s per 1000 cells of a stage's
+    of cells, each a dataclass of dataclasses, that walk grows with the cells of a stage's
     graph. For values that hold no Dask collection."""
 
     __slots__ = ("value",)
@@ -346,7 +346,7 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
     from distributed import Client, LocalCluster
 
     # One single-threaded worker per core: torch's spinning OpenMP threads in several workers
-    # would fight over the cores (the stats engine ran 3-6x slower that way here).
+    # would fight over the cores (the stats engine ran several times slower that way).
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     with contextlib.ExitStack() as stack:
         def client() -> Any:

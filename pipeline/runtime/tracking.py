@@ -6,11 +6,11 @@ SQLite file). A cell's run is looked up by its ``cell_id`` and ``cell_version`` 
 is created, so resumed or repeated invocations never duplicate it (and drivers sharing a store
 create it only under the cell's claim). A run carries the cell's real start and end time,
 MLflow's source tags and its dataset as an input; the experiment opens in the UI's
-model-training view. Metrics go in batches: one ``log_metric`` into SQLite costs ~6 ms here, a
-batch ~80 µs per metric; a batch holds one run's data (MLflow's API has none across runs), and
-:meth:`Tracker.log_changed` leaves out the values a run already holds. On a local SQLite store
-the train driver's new cell runs (:func:`record_cells`) and the report's metrics
-(:meth:`Tracker.log_changed`) go in one transaction for many runs
+model-training view. Metrics go in batches (one ``log_metric`` is a transaction of its own, a
+batch shares one; docs/speed.md has the measurements); a batch holds one run's data (MLflow's
+API has none across runs), and :meth:`Tracker.log_changed` leaves out the values a run already
+holds. On a local SQLite store the train driver's new cell runs (:func:`record_cells`) and the
+report's metrics (:meth:`Tracker.log_changed`) go in one transaction for many runs
 (:mod:`pipeline.runtime.tracking_sql`), written as the client's calls would write them.
 
 The tracking URI is ``$MLFLOW_TRACKING_URI`` when it is set (MLflow's own convention: a cluster
@@ -71,11 +71,9 @@ def _first_use(uri: str) -> contextlib.AbstractContextManager[None]:
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     """On every SQLite connection SQLAlchemy opens in this process (MLflow's SQL store is
     SQLAlchemy's): the write-ahead log (kept in the file: every later client uses it) and
-    ``synchronous = NORMAL``. Logging a cell's run took about 9 commits here (1519 for 160
-    cells), each of which waits for the disk in SQLite's default rollback journal; in WAL mode
-    with NORMAL only checkpoints do.
-    Creating a run, logging 100 params and 5 metrics and ending it took 21-23 ms against
-    39-47 ms here (medians of 3 × 60 runs). What a power cut can cost is the last commits,
+    ``synchronous = NORMAL``. Logging a cell's run takes several commits, each of which waits
+    for the disk in SQLite's default rollback journal; in WAL mode with NORMAL only checkpoints
+    do (docs/speed.md has the timings). What a power cut can cost is the last commits,
     never the file; the cell store holds the cells, and the next train logs any cell whose run is
     missing (:func:`pipeline.runtime.driver.sync_runs`). A database another process holds in a
     transaction at this moment keeps its journal mode until the next connection."""
@@ -192,7 +190,7 @@ class Tracker:
     def cell_run_refs(self) -> dict[str, RunRef]:
         """:meth:`cell_runs`' ids and statuses: on a local SQLite store from two queries of
         MLflow's tables (:func:`_sqlite_cell_runs`), not a search that builds every run's
-        params, tags and metrics (about 45 s at 10 000 runs here)."""
+        params, tags and metrics (its cost grows with every run's params and metrics)."""
         if tracking_sql.is_local_sqlite(self.uri):
             return {key: RunRef(run_id, status) for key, (run_id, status, _)
                     in _sqlite_cell_runs(self.uri, self.experiment, with_metrics=False).items()}
@@ -306,8 +304,8 @@ def cell_metrics(uri: str, experiment: str) -> dict[str, tuple[str, dict[str, fl
 
     A local SQLite store (``sqlite:///``) is read in three queries on MLflow's own tables
     (:func:`_sqlite_cell_runs`): MLflow's search builds an object for every param, tag and
-    metric of every run (6.5 s at 800 runs of about 115 metrics here, 0.2 s read so). Any other
-    store goes through the search."""
+    metric of every run, where these queries read the rows. Any other store goes through the
+    search."""
     uri = effective_uri(uri)
     if tracking_sql.is_local_sqlite(uri):
         return {key: (run_id, metrics) for key, (run_id, _, metrics)

@@ -2,7 +2,7 @@
 
 MLflow's API holds one run per call: creating a cell's run, logging its params and history, its
 dataset input and its end are four calls, each a session of its own with the run read back
-and checked (about 25 ms a cell here, most of the train driver's own time at 1000 tiny cells),
+and checked (most of the train driver's own time on a grid of tiny cells),
 and the first report after training sends one ``log_batch`` per cell's run. For a local SQLite
 store (``sqlite:///``: one file, the driver its single writer) this module writes what those
 calls write, for a whole batch of runs, in one transaction through SQLAlchemy Core on the
