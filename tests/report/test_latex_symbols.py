@@ -142,7 +142,8 @@ def test_escape_rules(text, tex):
 
 def test_a_character_without_a_rule_is_refused_not_dropped():
     with pytest.raises(ValueError, match=r"'中' \(U\+4E2D CJK UNIFIED IDEOGRAPH-4E2D\) in 'a 中': "
-                                         r"no LaTeX form; add one to pipeline\.report\.tex_escape"):
+                                         r"no LaTeX form; add one to "
+                                         r"pipeline\.report\.render\.tex_escape"):
         escape("a 中")
     with pytest.raises(ValueError, match=r"U\+2603 SNOWMAN"):
         escape("☃")
@@ -153,7 +154,7 @@ def test_every_symbol_in_the_report_and_stats_code_has_a_latex_form():
     their source, docstrings included; html.py's page controls and lone combining accents
     aside) escapes without an error."""
     pipeline = ROOT / "pipeline"
-    files = [*(pipeline / "report").glob("*.py"), *(pipeline / "stats").glob("*.py"),
+    files = [*(pipeline / "report").rglob("*.py"), *(pipeline / "stats").glob("*.py"),
              pipeline / "metrics.py"]
     chars = {c for f in files if f.name != "html.py" for c in f.read_text(encoding="utf-8")
              if not c.isascii() and not unicodedata.combining(c)}
