@@ -1,4 +1,4 @@
-"""The leaderboard across tasks (pipeline.report.suite.board, suite_publish, stages.suite_report):
+"""The leaderboard across tasks (pipeline.report.suite: board, publish; stages.suite_report):
 cells frames built by hand, every aggregate checked against a loop written from its definition
 (SPEC §6) or SciPy."""
 

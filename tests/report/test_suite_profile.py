@@ -1,6 +1,6 @@
 """The suite board across tasks gets the rank intervals, the power notes, the optimality gap and
-the performance profile with the tasks as blocks (pipeline.report.suite.board, suite_tables,
-suite_render, suite_notes, suite_publish), each against the engine's function on the board's
+the performance profile with the tasks as blocks (pipeline.report.suite: board, tables,
+render, notes, publish), each against the engine's function on the board's
 (tasks × losses × seeds) scores."""
 
 from __future__ import annotations
