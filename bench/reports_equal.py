@@ -6,8 +6,10 @@ row by row in the files' order.
 
 Columns that measure the machine or name the run are left out, by name (:data:`VOLATILE`): wall
 times and throughput, memory, energy, paths, timestamps, run ids, and the commit the run was
-made at. Prints one line per file (``equal``, or the differing columns with the first differing
-row) and exits 1 when any file differs, is missing from one side, or has other columns or rows.
+made at (``git_sha``; also ``embeddings_sha256``, the hash of a Parquet file whose metadata holds
+the commit, while its columns are the same). Prints one line per file (``equal``, or the
+differing columns with the first differing row) and exits 1 when any file differs, is missing
+from one side, or has other columns or rows.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ VOLATILE = re.compile(
     r"|path|^uri$|artifact"  # paths
     r"|timestamp|date|created|started|finished"  # timestamps
     r"|run_id|^run$|mlflow"  # run ids
-    r"|git_sha)")  # the commit the run was made at
+    r"|git_sha|embeddings_sha256)")  # the commit: the embeddings' Parquet metadata holds it too
 
 
 def _numeric(column: pd.Series) -> bool:
