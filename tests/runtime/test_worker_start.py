@@ -21,6 +21,7 @@ SCRIPT = textwrap.dedent("""
     from pipeline.config import expand, from_mapping
     from pipeline.datasets import load_dataset
     from pipeline.runtime import cells, executor
+    from pipeline.runtime.failures import NO_RETRY
 
     before = "torch._dynamo" in sys.modules  # importing the executor must not import it
     seen = {}
@@ -36,7 +37,8 @@ SCRIPT = textwrap.dedent("""
     params = json.loads(sys.argv[1])
     cell = expand(from_mapping(params))[0]
     dataset = load_dataset("laplace", 300, 100, 0, {"input_dim": 8})
-    outcome = executor._task(cell, dataset, tempfile.mkdtemp() + "/cell", {}, 1, [], [])
+    outcome = executor._task(cell, dataset, tempfile.mkdtemp() + "/cell", {}, 1, [], [],
+                             NO_RETRY)
     print(json.dumps({"before": before, "status": outcome.status, "reason": outcome.reason,
                       "imported_in_cell": seen["new"]}))
 """)
