@@ -24,11 +24,10 @@ given).
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import re
 import shutil
+from html import unescape
 from pathlib import Path
 
 import pandas as pd
@@ -36,20 +35,19 @@ import pandas as pd
 from pipeline.metrics import METRICS, lookup
 from pipeline.release.bundle import REPORTS, Release, ReleaseError, read_release, read_table
 from pipeline.release.diff import Diff, diff, interval_of, side
+from pipeline.report.render.page import IMAGE_TYPES, data_uri, escape, html_page
 
-CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:8px 0 20px}th,td{padding:3px 8px;border-bottom:1px solid
-#ddd;text-align:left}th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:
-tabular-nums}nav{margin-bottom:14px}code{background:#f4f4f4;padding:0 3px}.muted{color:#666}
-figure{margin:0}figure svg{max-width:100%;height:auto}img{max-width:100%}
-section.findings{border-bottom:2px solid #ddd;margin-bottom:18px}"""
+# the site's own rules, after the shell's (pipeline.report.render.page.CSS)
+_CSS = """
+table { margin: .5rem 0 1.25rem; }
+code { background: #f6f8fa; padding: 0 .2rem; }
+section.findings { border-bottom: 2px solid #d0d7de; margin: 1rem 0 1.25rem; }
+"""
 
 
 def _page(title: str, body: str, back: str | None = None) -> str:
-    nav = f'<nav><a href="{html.escape(back)}">← back</a></nav>' if back else ""
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>'
-            f"{html.escape(title)}</title><style>{CSS}</style></head>\n<body>{nav}"
-            f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
+    nav = f'<nav><a href="{escape(back)}">← back</a></nav>\n' if back else ""
+    return html_page(title, f"{nav}<h1>{escape(title)}</h1>\n{body}", _CSS)
 
 
 def _slug(text: str) -> str:
@@ -58,7 +56,7 @@ def _slug(text: str) -> str:
 
 def _table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
     columns = columns or list(frame.columns)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     rows = []
     for _, row in frame.iterrows():
         cells = []
@@ -66,7 +64,8 @@ def _table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
             v = row[c]
             numeric = isinstance(v, int | float) and not isinstance(v, bool)
             text = "–" if numeric and pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v)
-            cells.append(f'<td{" class=n" if numeric else ""}>{html.escape(str(text))}</td>')
+            td = '<td class="num">' if numeric else "<td>"
+            cells.append(f"{td}{escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -104,7 +103,7 @@ def _loss_page(release: Release, loss: str, board: pd.DataFrame, back: str) -> s
     seconds = [c["cost"]["wall_seconds"] for c in cells if c["cost"]["wall_seconds"] is not None]
     cost = (f"<p>{len(cells)} cells; training time {sum(seconds):.1f} s in all, median "
             f"{pd.Series(seconds).median():.2f} s a cell "
-            f"({html.escape(', '.join(sorted({c['cost']['hardware'] for c in cells})))}).</p>"
+            f"({escape(', '.join(sorted({c['cost']['hardware'] for c in cells})))}).</p>"
             if seconds else f"<p>{len(cells)} cells; no training time recorded.</p>")
     body = (f"{cost}<h2>Settings</h2><p class=muted>mean [interval over seeds] of each "
             f"headline metric</p>{_table(shown)}")
@@ -127,14 +126,14 @@ def _aggregate_page(release: Release, back: str) -> str:
 def _release_page(release: Release, task: str, losses: list[str]) -> str:
     m = release.manifest
     counts = ", ".join(f"{v} {k}" for k, v in m.get("cells", {}).items())
-    links = [f'<li><a href="task-{_slug(task)}.html">task: {html.escape(task)}</a> '
+    links = [f'<li><a href="task-{_slug(task)}.html">task: {escape(task)}</a> '
              "(the leaderboard: sort, filter, open a row)</li>",
              '<li><a href="aggregate.html">all losses: ranks, tiers, the CD diagram</a></li>']
-    links += [f'<li><a href="loss-{_slug(loss)}.html">loss: {html.escape(loss)}</a></li>'
+    links += [f'<li><a href="loss-{_slug(loss)}.html">loss: {escape(loss)}</a></li>'
               for loss in losses]
-    body = (f"<p>commit <code>{html.escape(str(m.get('git_commit')))}</code>, profile "
-            f"<code>{html.escape(str(m.get('profile') or 'none'))}</code>, created "
-            f"{html.escape(str(m.get('created')))}; cells: {html.escape(counts)}.</p>"
+    body = (f"<p>commit <code>{escape(m.get('git_commit'))}</code>, profile "
+            f"<code>{escape(m.get('profile') or 'none')}</code>, created "
+            f"{escape(m.get('created'))}; cells: {escape(counts)}.</p>"
             f"<ul>{''.join(links)}</ul>"
             '<p><a href="REPRODUCE.md">how to reproduce it</a> · '
             '<a href="results.json">results.json</a> · <a href="MANIFEST.json">manifest</a></p>')
@@ -154,31 +153,26 @@ def _diff_page(d: Diff, a: str, b: str) -> str:
         parts.append("<h2>Retrained by other code</h2>" + _table(frame))
     for title, items in (("Added cells", d.added), ("Removed cells", d.removed)):
         if items:
-            parts.append(f"<h2>{title}</h2><p>{html.escape(', '.join(items))}</p>")
+            parts.append(f"<h2>{title}</h2><p>{escape(', '.join(items))}</p>")
     if d.tiers:
         parts.append("<h2>Tiers</h2>" + _table(pd.DataFrame(d.tiers,
                                                              columns=["loss", "before", "after"])))
     if d.order:
-        parts.append(f"<h2>Order</h2><p>before: {html.escape(' > '.join(d.order[0]))}<br>"
-                     f"after: {html.escape(' > '.join(d.order[1]))}</p>")
+        parts.append(f"<h2>Order</h2><p>before: {escape(' > '.join(d.order[0]))}<br>"
+                     f"after: {escape(' > '.join(d.order[1]))}</p>")
     return _page(f"Diff {a} → {b}", "".join(parts), "index.html")
-
-
-_IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg",
-                ".jpeg": "image/jpeg"}
 
 
 def _embed_images(body: str, folder: Path) -> str:
     """Each ``<img src>`` that names a local file (relative to ``folder``) as a data URI, so the
     page needs nothing beside it; other sources are left as they are."""
     def embed(match: re.Match[str]) -> str:
-        src = html.unescape(match.group(1))
+        src = unescape(match.group(1))
         path = folder / src
-        kind = _IMAGE_TYPES.get(path.suffix.lower())
+        kind = IMAGE_TYPES.get(path.suffix.lower())
         if "://" in src or src.startswith("data:") or kind is None or not path.is_file():
             return match.group(0)
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
-        return f'src="data:{kind};base64,{data}"'
+        return f'src="{data_uri(path.read_bytes(), kind)}"'
     return re.sub(r'src="([^"]+)"', embed, body)
 
 
@@ -223,7 +217,7 @@ def _front(releases: list[Release], findings: Path | None) -> str:
 
 def _with_back_link(page: str, back: str) -> str:
     """The release's leaderboard page with a link back to the release, after ``<body…>``."""
-    link = f'<nav style="margin:8px"><a href="{html.escape(back)}">← release</a></nav>'
+    link = f'<nav style="margin:0 0 .75rem"><a href="{escape(back)}">← release</a></nav>'
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + link, page, count=1)
 
 
@@ -258,18 +252,18 @@ def build_site(release_paths: list[Path], out: Path, findings: Path | None = Non
                 _loss_page(r, loss, board, "index.html"), encoding="utf-8")
         (folder / "index.html").write_text(_release_page(r, task, losses), encoding="utf-8")
         counts = r.manifest.get("cells", {})
-        rows.append(f'<tr><td><a href="{_slug(r.name)}/index.html">{html.escape(r.name)}</a></td>'
-                    f"<td>{html.escape(str(r.manifest.get('created')))}</td>"
-                    f"<td><code>{html.escape(str(r.manifest.get('git_commit')))}</code></td>"
-                    f"<td>{html.escape(task)}</td><td class=n>{counts.get('total', 0)}</td>"
-                    f"<td class=n>{counts.get('failed', 0)}</td></tr>")
+        rows.append(f'<tr><td><a href="{_slug(r.name)}/index.html">{escape(r.name)}</a></td>'
+                    f"<td>{escape(r.manifest.get('created'))}</td>"
+                    f"<td><code>{escape(r.manifest.get('git_commit'))}</code></td>"
+                    f'<td>{escape(task)}</td><td class="num">{counts.get("total", 0)}</td>'
+                    f'<td class="num">{counts.get("failed", 0)}</td></tr>')
     diffs = []
     for before, after in zip(releases, releases[1:], strict=False):
         name = f"diff-{_slug(before.name)}--{_slug(after.name)}.html"
         d = diff(side(before.path), side(after.path))
         (out / name).write_text(_diff_page(d, before.name, after.name), encoding="utf-8")
-        diffs.append(f'<li><a href="{name}">{html.escape(before.name)} → '
-                     f"{html.escape(after.name)}</a>: "
+        diffs.append(f'<li><a href="{name}">{escape(before.name)} → '
+                     f"{escape(after.name)}</a>: "
                      f"{'changes' if d.changed else 'no change'}</li>")
     body = front + ("<h2>Releases</h2>" if front else "") + (
             "<table><thead><tr><th>release</th><th>created</th><th>commit</th><th>task</th>"

@@ -65,7 +65,7 @@ def test_the_front_page_shows_the_findings_then_the_claims_then_the_releases(
     assert f'src="data:image/png;base64,{base64.b64encode(PNG).decode()}"' in page
     assert 'src="https://example.invalid/x.png"' in page
     rows = re.findall(r"<tr><td>study-v1</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>"
-                      r"<td class=n>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", page)
+                      r'<td class="num">(\d+)</td><td>([^<]*)</td><td>([^<]*)</td></tr>', page)
     assert [tuple(html.unescape(v) for v in row) for row in rows] == [
         (c["setting"], c["claim"], c["verdict"], str(c["seeds"]), c["reason"], trained)
         for c, trained in zip(CLAIMS, ("no", ""), strict=True)]

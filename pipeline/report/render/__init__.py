@@ -1,3 +1,4 @@
-"""The shared rendering: Markdown, LaTeX and HTML writers, the figures' canvas and drawers, and
-:mod:`.publish`, which writes one run's report files. Computes no statistic.
+"""The shared rendering: Markdown, LaTeX and HTML writers, :mod:`.page` (the one HTML page shell
+every page is written in), the figures' canvas and drawers, and :mod:`.publish`, which writes one
+run's report files. Computes no statistic.
 """

@@ -16,10 +16,8 @@ it is first opened (``lazy_details``): they are most of a large grid's bytes oth
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Sequence
-from html import escape
 from typing import Any
 
 from pipeline.metrics import NOT_MEASURED, lookup
@@ -33,27 +31,19 @@ from pipeline.report.formatting import (
     text_columns,
 )
 from pipeline.report.grid.board import Board
+from pipeline.report.render.page import escape, figure, html_page
 
+# the leaderboard's own rules, after the shell's (pipeline.report.render.page.CSS)
 _CSS = """
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.25rem;
-       color: #1b1f24; background: #fff; max-width: 1320px; }
-h1 { font-size: 1.3rem; margin: 0 0 .25rem; }
-h2 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
 .setting { margin: 0 0 .25rem; font-size: 15px; }
 .prov { margin: 0 0 .75rem; color: #57606a; font-size: 12px; overflow-wrap: anywhere; }
-.prov code { font-family: ui-monospace, monospace; }
 .controls { margin: 0 0 .5rem; display: flex; gap: 1rem; align-items: center; }
 .pager { display: flex; gap: .5rem; align-items: center; } .pager[hidden] { display: none; }
 .pager button { font: inherit; padding: .1rem .5rem; }
 #filter { font: inherit; padding: .2rem .5rem; min-width: 18rem; }
 #count { color: #57606a; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: .25rem .45rem; border-bottom: 1px solid #d0d7de; text-align: left;
-         vertical-align: top; }
 td { white-space: nowrap; }
-td.num, th.num { text-align: right; }
-thead th { position: sticky; top: 0; background: #f6f8fa; border-bottom: 2px solid #8c959f;
-           font-size: 13px; }
+thead th { position: sticky; top: 0; }
 th button { all: unset; cursor: pointer; font-weight: 600; }
 th button:focus-visible, td button:focus-visible { outline: 2px solid #0969da; }
 th[aria-sort="ascending"] button::after { content: " \\25B2"; font-size: 9px; }
@@ -69,11 +59,9 @@ dl.details { display: grid; grid-template-columns: repeat(auto-fill, minmax(15re
              gap: .15rem 1rem; margin: .25rem 0; font-size: 12px; }
 dl.details div { display: flex; justify-content: space-between; gap: .5rem; }
 dl.details dt { color: #57606a; } dl.details dd { margin: 0; }
-.notes { color: #57606a; font-size: 13px; padding-left: 1.2rem; }
 .figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(30rem, 1fr));
            gap: 1rem; }
-figure { margin: 0; } figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
-figcaption { font-size: 12px; color: #57606a; }
+.figures figure { margin: 0; }
 """
 
 _JS = """
@@ -361,12 +349,13 @@ def _tables(board: Board) -> str:
 def _figures(figures: Sequence[tuple[str, bytes]]) -> str:
     if not figures:
         return ""
-    items = "".join(
-        f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode()}"><figcaption>{escape(caption)}</figcaption></figure>'
-        for caption, png in figures)
+    items = "".join(figure(caption, png) for caption, png in figures)
     return f'<h2>Figures</h2>\n<section class="figures">{items}</section>'
 
+
+# without JavaScript every row shows (the rows past the first page are hidden in the HTML)
+_NOSCRIPT = ("<noscript><style>#board tbody.row[hidden] { display: table-row-group; }</style>"
+             "</noscript>")
 
 ROWS_PER_PAGE = 100  # the leaderboard page's table: rows shown at a time
 
@@ -399,17 +388,7 @@ def to_html(board: Board, figures: Sequence[tuple[str, bytes]] = (),
                                 f'data-key="{sort}" data-type="num" aria-sort='
                                 f'"{"descending" if direction == "desc" else "ascending"}"', 1)
     notes = "".join(f"<li>{escape(n)}</li>" for n in board.notes)
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(board.title)}</title>
-<style>{_CSS}</style>
-<noscript><style>#board tbody.row[hidden] {{ display: table-row-group; }}</style></noscript>
-</head>
-<body>
-<header>
+    body = f"""<header>
 <h1>{escape(board.title)}</h1>
 <p class="setting">{escape(board.caption)}</p>
 <p class="prov">Provenance: <code>{escape(board.provenance_text)}</code></p>
@@ -426,8 +405,5 @@ def to_html(board: Board, figures: Sequence[tuple[str, bytes]] = (),
 {blob}
 <ul class="notes">{notes}</ul>
 {_figures(figures)}
-<script>{_JS}</script>
-</body>
-</html>
-"""
-
+<script>{_JS}</script>"""
+    return html_page(board.title, body, _CSS, head=_NOSCRIPT)

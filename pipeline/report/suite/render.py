@@ -5,13 +5,13 @@ Computes nothing: every value comes from the board, formatted by :mod:`pipeline.
 
 from __future__ import annotations
 
-import base64
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.report.formatting import fmt_bounds, fmt_value, is_missing, pct, text_columns
 from pipeline.report.render.markdown import table as md_table
+from pipeline.report.render.page import escape as html_escape
+from pipeline.report.render.page import figure, html_page
 from pipeline.report.render.tex_escape import escape
 from pipeline.report.suite.board import SuiteBoard
 
@@ -170,32 +170,23 @@ def to_latex(board: SuiteBoard) -> str:
     return "\n".join(parts) + "\n"
 
 
-CSS = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.25rem;
-       color: #1b1f24; background: #fff; max-width: 1200px; }
-h1 { font-size: 1.3rem; margin: 0 0 .25rem; } h2 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: .25rem .5rem; border-bottom: 1px solid #d0d7de; text-align: left;
-         vertical-align: top; white-space: nowrap; }
-th { background: #f6f8fa; border-bottom: 2px solid #8c959f; font-size: 13px; }
-td.num { text-align: right; } td.missing { color: #cf222e; font-style: italic; }
-.notes { color: #57606a; font-size: 13px; padding-left: 1.2rem; }
-figure { margin: 0 0 1rem; }
-figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
-figcaption { font-size: 12px; color: #57606a; }
+# the suite page's own rules, after the shell's (pipeline.report.render.page.CSS)
+_CSS = """
+th, td { white-space: nowrap; }
+td.missing { color: #cf222e; font-style: italic; }
 """
 
 
 def _html_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     words = _align(rows, len(header))
-    head = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in header)
+    head = "".join(f'<th scope="col">{html_escape(h)}</th>' for h in header)
 
     def cell(k: int, c: str) -> str:
         cls = "missing" if c == MISSING else ("" if words[k] == "l" else "num")
-        return f'<td class="{cls}">{html.escape(c)}</td>' if cls else f"<td>{html.escape(c)}</td>"
+        return f'<td class="{cls}">{html_escape(c)}</td>' if cls else f"<td>{html_escape(c)}</td>"
 
     body = "".join("<tr>" + "".join(cell(k, c) for k, c in enumerate(r)) + "</tr>" for r in rows)
-    return (f"<h2>{html.escape(title)}</h2>\n<table><thead><tr>{head}</tr></thead>"
+    return (f"<h2>{html_escape(title)}</h2>\n<table><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
 
 
@@ -203,28 +194,14 @@ def to_html(board: SuiteBoard, figures: Sequence[tuple[str, bytes]]) -> str:
     """One self-contained page (inline CSS, no script, figures as data: URIs): the setting, a
     table per task, the aggregate, the figures (caption, PNG bytes), the notes."""
     sections = "\n".join(_html_table(*t) for t in tables(board))
-    images = "".join(
-        f'<figure><img alt="{html.escape(c)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(c)}</figcaption></figure>'
-        for c, png in figures)
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in board.notes)
+    images = "".join(figure(c, png) for c, png in figures)
+    notes = "".join(f"<li>{html_escape(n)}</li>" for n in board.notes)
     title = f"Suite {board.name}: {board.primary.label} across {len(board.tasks)} tasks"
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)}</title>
-<style>{CSS}</style>
-</head>
-<body>
-<h1>{html.escape(title)}</h1>
-<p>{html.escape(caption(board))}</p>
+    body = f"""<h1>{html_escape(title)}</h1>
+<p>{html_escape(caption(board))}</p>
 {sections}
 <h2>Figures</h2>
 {images or "<p>No figures.</p>"}
 <h2>Notes</h2>
-<ul class="notes">{notes}</ul>
-</body>
-</html>
-"""
+<ul class="notes">{notes}</ul>"""
+    return html_page(title, body, _CSS)
