@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.metrics import COST_METRICS, METRICS, Metric, is_metric, lookup, metric_columns
+from pipeline.metrics import (
+    COST_METRICS,
+    METRICS,
+    SOURCES,
+    Metric,
+    is_metric,
+    lookup,
+    metric_columns,
+)
 
 
 def test_every_entry_is_complete():
@@ -13,6 +21,7 @@ def test_every_entry_is_complete():
         assert m.better in ("higher", "lower", "neither")
         format(1.0, m.format)  # a valid format spec
         assert m.unit in ("", "%", "nats", "s", "1/s", "bytes", "J")
+        assert m.source in SOURCES  # tests/test_metric_sources.py: the stage emits it
 
 
 def test_directions_of_the_ranked_metrics():
@@ -71,5 +80,5 @@ def test_header_tooltip_and_text():
 
 def test_adding_a_metric_is_one_entry(monkeypatch):
     monkeypatch.setitem(METRICS, "toy", Metric("toy", "Toy", "A toy score", "higher",
-                                               families=frozenset({"control_"})))
+                                               families=frozenset({"control_"}), source="stats"))
     assert lookup("toy").ranked and lookup("control_toy").label == "Toy (untrained)"

@@ -170,7 +170,8 @@ def test_registry_drives_every_writer(board, report_cfg, monkeypatch):
     """A metric added to the registry (and named in report.columns) shows in md, tex, html and
     csv with its label, unit, direction and tooltip; nothing else has to name it."""
     monkeypatch.setitem(METRICS, "toy_score", Metric(
-        "toy_score", "Toy", "A toy score for this test", "higher", ".2f", "%", "this test"))
+        "toy_score", "Toy", "A toy score for this test", "higher", ".2f", "%", "this test",
+        source="report"))
     cells = board.assign(toy_score=[0.1 * (i % 4) for i in range(len(board))])
     b = make_board(cells, report_cfg(columns=["recall_at_1", "toy_score"]))
     assert [m.name for m in b.columns] == ["recall_at_1", "toy_score"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.metrics import COST_METRICS, NOT_MEASURED, is_metric, lookup
+from pipeline.metrics import COST_METRICS, NOT_MEASURED, is_metric, lookup, stage_columns
 from pipeline.report.formatting import fmt_value, is_missing
 from pipeline.report.grid.controls import (
     CONTROL_STATS,
@@ -22,12 +22,12 @@ from pipeline.report.grid.tables import axes_in, cost_totals
 REPRESENTATION_PREFIX = {"raw": "", "normalized": "norm_", "projected": "proj_"}
 HEAD, BACKBONE = "head", "backbone"  # the stats table's layers (stages/stats.py)
 BACKBONE_PREFIX = "backbone_"  # the metric registry's layer family
-# Theorem 1 (data/bounds.parquet) under the leaderboard's names
-BOUND_COLUMNS = {"total": "bound", "measured_gap": "gen_gap", "tightness": "tightness",
-                 "vacuous": "vacuous", "bound_status": "bound_status"}
+# Theorem 1 (data/bounds.parquet) under the leaderboard's names: its metrics as the registry
+# names them (``total`` is ``bound``), then the verdict and the status
+BOUND_COLUMNS = {**stage_columns("bounds"), "vacuous": "vacuous", "bound_status": "bound_status"}
 # what each cell.json may carry about where and how the cell was made
 RECORD_PROVENANCE = ("code_fingerprint", "git_sha", "dataset_hash", "hardware")
-# what each cell.json may carry about what the cell cost (pipeline/runtime/cost.py): numbers
+# what each cell.json may carry about what the cell cost (pipeline/runtime/cells/cost.py): numbers
 # (None where not measured, NaN in the table) and text
 RECORD_COST = (*COST_METRICS, "rss_start_bytes")
 RECORD_COST_TEXT = ("device", "device_name", "energy_source")
