@@ -21,7 +21,7 @@ over params.yaml with the profile and this script's sizes laid over it, then ``e
 Of each run, on the held-out embeddings (``pipeline.train.embed_heldout``: eval mode, float32
 forward whatever the training ran in) of the head (z, 128-d) and of the backbone (h, 512-d,
 ``backbone_views``), the statistics the stats stage reports, computed the way it computes them
-(``pipeline.runtime.cell_tasks``: ``column_tests`` on the representation, then
+(``pipeline.runtime.cells.analyses``: ``column_tests`` on the representation, then
 ``pipeline.stats.summary.summarize``): thin-shell CV, AD mean and pass fraction, DP mean p and
 pass fraction, raw and L2-normalised; recall@1 (``pipeline.search.recall_at_k``, clean vs one
 view) and the leave-one-out 5-NN accuracy; the last epoch's training loss and training images

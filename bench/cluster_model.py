@@ -4,7 +4,7 @@
         [--store-root DIR | --cell-seconds S ...] [--bytes-per-cell B] [--driver-per-cell S]
         [--store-bandwidth MB/s] [--store-cells-per-second R] [--measure]
 
-The arithmetic is :mod:`pipeline.runtime.capacity` (its docstring derives the crossover
+The arithmetic is :mod:`pipeline.runtime.backends.capacity` (its docstring derives the crossover
 ``N* = t̄ / (s · d)``): wall = max(compute, driver, store) + startup, where compute is list
 scheduling of the cells onto N · s slots (s = :func:`capacity.slots_per_node`: G · cells per GPU,
 capped by the node's CPUs), driver = cells x the driver's serial seconds per cell, store =
@@ -28,8 +28,8 @@ them again and uses them):
       way. Its wall time per task is used (an upper bound: it includes the no-op's run on this
       machine's cores); the driver's CPU per task is printed beside it.
 (w) the worker's store seconds per cell after training (run in parallel, one per slot):
-    ``store.checksums`` of a copied cell folder, its ``cell.json`` written and
-    ``store.publish`` onto a fresh path, for cells of ``--store-root`` (or the default store).
+    ``folders.checksums`` of a copied cell folder, its ``cell.json`` written and
+    ``folders.publish`` onto a fresh path, for cells of ``--store-root`` (or the default store).
 The store's aggregate bandwidth is a property of the cluster's shared volume or object store,
 not of this machine: give it (``--store-bandwidth``, default 1000 MB/s, an assumption).
 """
@@ -53,16 +53,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.runtime import capacity  # noqa: E402  (pure: the heavy imports are in measure_*)
+# capacity is pure: the heavy imports are in measure_*
+from pipeline.runtime.backends import capacity  # noqa: E402
 
 # The driver, measured on 2026-12-04 (2 vCPUs of an AMD EPYC, quiet) with
 #   python bench/cluster_model.py --measure --repeats 3 --store-root <a store of tiny cells>
 # bookkeeping 1.1 ms/cell (100 and 500 cells: 1.66/1.06, 0.62/1.50, 0.63/1.07 s; MLflow on
-# SQLite in one transaction per batch of cells, pipeline.runtime.tracking_sql) + Ray 0.65 ms/task
-# (driver CPU 0.49 ms); startup: ray.init and a warm task per core, 3.2 s. Before the batched
-# MLflow writes (2026-12-02, 2 vCPUs shared with four other jobs, load average 3-6): bookkeeping
-# 104 ms/cell, Ray 1.4 ms, startup 11.9 s. The worker's store work, from that earlier run:
-# checksums + cell.json + publish of 1.3 MB cells, 10.9 ms (the tiny cells of 2026-12-04, 0.11
+# SQLite in one transaction per batch of cells, pipeline.runtime.tracking.sql_writer) + Ray 0.65
+# ms/task (driver CPU 0.49 ms); startup: ray.init and a warm task per core, 3.2 s. Before the
+# batched MLflow writes (2026-12-02, 2 vCPUs shared with four other jobs, load average 3-6):
+# bookkeeping 104 ms/cell, Ray 1.4 ms, startup 11.9 s. The worker's store work, from that earlier
+# run: checksums + cell.json + publish of 1.3 MB cells, 10.9 ms (the tiny cells of 2026-12-04, 0.11
 # MB: 0.9 ms).
 MEASURED = {"driver_per_cell": 0.0018, "worker_store_per_cell": 0.011, "startup": 3.2}
 STORE_MBPS = 1000.0  # an assumption, not a measurement: a shared volume's aggregate writes
@@ -123,7 +124,7 @@ def _bookkeeping(cells: int, folder: Path) -> tuple[float, float]:
     import yaml
 
     from pipeline.runtime import context, driver
-    from pipeline.runtime.cells import CellOutcome, run_cell
+    from pipeline.runtime.cells.one_cell import CellOutcome, run_cell
     from stages import prepare, resolve
 
     folder.mkdir(parents=True)
@@ -134,9 +135,9 @@ def _bookkeeping(cells: int, folder: Path) -> tuple[float, float]:
     assert resolve.main([]) == 0 and prepare.main([]) == 0
     params = context.resolved_params()
     from pipeline.config import expand
-    from pipeline.runtime import storage
+    from pipeline.runtime.store import files
 
-    dataset = storage.read_dataset(context.dataset_path(params.data.name))
+    dataset = files.read_dataset(context.dataset_path(params.data.name))
     template = run_cell(expand(params)[0], dataset, folder / "template", {}, 1, [0])
     assert template.status == "ok", template.reason
 
@@ -169,7 +170,9 @@ def _ray_tasks(sizes: Sequence[int]) -> tuple[dict[int, tuple[float, float]], fl
     """Wall and driver-CPU seconds of ``n`` no-op tasks, submitted at once and collected one by
     one as ``executor.run_cells`` does; and the seconds ``ray.init`` and a warm-up took."""
     os.environ.pop("RAY_ADDRESS", None)
-    from pipeline.runtime import executor  # imports ray itself: a local instance on 127.0.0.1
+    from pipeline.runtime.backends import (
+        executor,  # imports ray itself: a local instance on 127.0.0.1
+    )
 
     ray = executor.ray
     cores = os.cpu_count() or 1
@@ -226,29 +229,29 @@ def measure_driver(small: int = 100, big: int = 500, tasks: Sequence[int] = (100
 
 
 def measure_worker_store(root: Path, cells: int = 20) -> tuple[float, float]:
-    """Seconds per cell of ``store.checksums`` + writing ``cell.json`` + ``store.publish`` on
+    """Seconds per cell of ``folders.checksums`` + writing ``cell.json`` + ``folders.publish`` on
     copies of up to ``cells`` ok cell folders under ``root`` (the copy is not timed); and
     their mean bytes."""
-    from pipeline.runtime import layout, storage, store
+    from pipeline.runtime.store import files, folders, layout
 
     base = root / "cells" if (root / "cells").is_dir() else root
-    folders = [p.parent for p in sorted(base.glob("*/*/cell.json"))
-               if (store.read_record(p.parent) or {}).get("status") == "ok"][:cells]
-    if not folders:
+    cell_dirs = [p.parent for p in sorted(base.glob("*/*/cell.json"))
+               if (folders.read_record(p.parent) or {}).get("status") == "ok"][:cells]
+    if not cell_dirs:
         raise SystemExit(f"--store-root {root}: no ok cell.json under it to measure the store")
     seconds, sizes = [], []
     with tempfile.TemporaryDirectory(prefix="cbench-store-") as tmp:
-        for i, f in enumerate(folders):
+        for i, f in enumerate(cell_dirs):
             final = Path(tmp) / "cells" / f"c{i}" / "v"
-            work = Path(storage.staging_dir(final))  # a local path
+            work = Path(files.staging_dir(final))  # a local path
             shutil.copytree(f, work, dirs_exist_ok=True)
             record = json.loads((work / layout.RECORD).read_text())
             (work / layout.RECORD).unlink()
             names = sorted(n for n in os.listdir(work) if not n.startswith("."))
             start = time.perf_counter()
-            record["files"] = store.checksums(work, names)
-            storage.atomic_write_json(work / layout.RECORD, record)
-            published = store.publish(work, final)
+            record["files"] = folders.checksums(work, names)
+            files.atomic_write_json(work / layout.RECORD, record)
+            published = folders.publish(work, final)
             seconds.append(time.perf_counter() - start)
             assert not published.kept
             sizes.append(sum(v["bytes"] for v in record["files"].values()))

@@ -17,7 +17,7 @@ pipeline).
     DIR``: the stages of another checkout (e.g. the code before a change; (b) always runs this
     checkout's).
 (b) in-process: the computations each stage runs, called in a loop in this process, one thread
-    (as each Dask worker), no Dask, no subprocess: stats: ``cell_tasks.stats_cell`` per
+    (as each Dask worker), no Dask, no subprocess: stats: ``analyses.stats_cell`` per
     embeddings file and ``stats_tables``; search: ``search_one`` per cell and
     ``search_tables``; bounds: ``bounds_one`` per cell and ``bounds_table``; probe:
     ``probe_cell`` per cell and the raw inputs' row (nothing on unlabelled data such as these
@@ -82,8 +82,10 @@ from pipeline.probe.frozen import ProbeSettings  # noqa: E402
 from pipeline.report.grid.build import build  # noqa: E402
 from pipeline.report.grid.figure_plan import norm_cells  # noqa: E402
 from pipeline.report.render.publish import write  # noqa: E402
-from pipeline.runtime import cell_tasks, context, layout, storage, tables  # noqa: E402
-from pipeline.runtime.probe_ops import probe_cell, probe_inputs  # noqa: E402
+from pipeline.runtime import context  # noqa: E402
+from pipeline.runtime.backends.probe_ops import probe_cell, probe_inputs  # noqa: E402
+from pipeline.runtime.cells import analyses, tables  # noqa: E402
+from pipeline.runtime.store import files, layout  # noqa: E402
 from stages import report as report_stage  # noqa: E402
 
 PROFILES = ROOT / "profiles"
@@ -197,27 +199,27 @@ def _stats() -> None:
                           for c in ok.cell_id})
     results: list = []
     for (cell_id, epoch), path in paths.items():
-        results += cell_tasks.stats_cell(cell_id, epoch, path, params.stats, params.report.level)
+        results += analyses.stats_cell(cell_id, epoch, path, params.stats, params.report.level)
     tables.stats_tables(results)
 
 
 def _cells_and_dataset() -> tuple:
     params = context.resolved_params()
     cells = context.trained_cells(params)
-    return params, cells, storage.read_dataset(context.shared_dataset(params)), \
+    return params, cells, files.read_dataset(context.shared_dataset(params)), \
         context.cell_folders()
 
 
 def _search() -> None:
     params, cells, dataset, folders = _cells_and_dataset()
-    results = [cell_tasks.search_one(c, dataset, str(folders[c.cell_id]), params.search)
+    results = [analyses.search_one(c, dataset, str(folders[c.cell_id]), params.search)
                for c in cells]
     tables.search_tables(cells, results)
 
 
 def _bounds() -> None:
     params, cells, dataset, folders = _cells_and_dataset()
-    results = [cell_tasks.bounds_one(c, dataset, str(folders[c.cell_id]), params.bounds)
+    results = [analyses.bounds_one(c, dataset, str(folders[c.cell_id]), params.bounds)
                for c in cells]
     tables.bounds_table(cells, results)
 
@@ -310,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "train":
                     own[n] = cells_own_time(spaces[n], began)
                     ray_start[n] = measure_ray_start(ROOT, spaces[n])
-            cells = len(storage.read_json(spaces[n] / context.GRID)["cells"])
+            cells = len(files.read_json(spaces[n] / context.GRID)["cells"])
             assert cells == n, (cells, n)
             # the rest of the pipeline once, as `dvc repro` runs it: the first report logs every
             # cell's metrics to MLflow; the stage tables are then there for the warm-up and (b)
@@ -351,8 +353,8 @@ def cells_own_time(workspace: Path, since: float) -> tuple[int, float, float]:
     """The trainings the train stage just ran (their ``cell.json`` started at or after
     ``since``): how many, and the sums of their ``wall_seconds`` (training, export, files) and
     ``train_seconds`` (the epochs' loops)."""
-    grid = storage.read_json(workspace / context.GRID)["cells"]
-    records = [storage.read_json(Path(p) / layout.RECORD)
+    grid = files.read_json(workspace / context.GRID)["cells"]
+    records = [files.read_json(Path(p) / layout.RECORD)
                for p in sorted({c["path"] for c in grid})]
     new = [r for r in records if float(r.get("started_at") or 0) >= since]
     return (len(new), sum(float(r.get("wall_seconds") or 0) for r in new),
@@ -361,17 +363,18 @@ def cells_own_time(workspace: Path, since: float) -> tuple[int, float, float]:
 
 # Ray's start as the train stage pays it, measured in a fresh interpreter in the workspace: a
 # local instance (executor.start_local), one task per CPU that makes its worker ready for cells
-# (importing the cell tasks' module and cells.prepare_worker), held HOLD seconds so that each
+# (importing the cell tasks' module and one_cell.prepare_worker), held HOLD seconds so that each
 # task gets a worker of its own (the hold is subtracted), and ray.shutdown. JSON on stdout.
 RAY_START = """
 import json, sys, time
-from pipeline.runtime import executor
+from pipeline.runtime.backends import executor
 ray = executor.ray
 HOLD = float(sys.argv[1])
 
 def ready():
-    from pipeline.runtime import cells, executor  # noqa: F401  what a cell task unpickles
-    cells.prepare_worker()
+    from pipeline.runtime.cells import one_cell  # noqa: F401  what a cell task unpickles
+    from pipeline.runtime.backends import executor
+    one_cell.prepare_worker()
     time.sleep(HOLD)
 
 t0 = time.perf_counter()

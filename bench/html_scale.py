@@ -17,7 +17,7 @@ one filter keystroke (``performance.now()`` around ``click()`` / the ``input`` e
 forced after). Medians of ``--repeats`` opens; ratios paged / one page from the same run.
 (2) ``data/grid.json`` and ``cells.csv`` at ``--cells`` cells: grid.json's rows built by the train
 stage's own :func:`pipeline.runtime.grid_run.manifest_row`, written by
-:func:`pipeline.runtime.storage.atomic_write_json` (as stages/train.py does: once, at the end)
+:func:`pipeline.runtime.store.files.atomic_write_json` (as stages/train.py does: once, at the end)
 and read by :func:`pipeline.runtime.context.read_grid`; cells.csv written as
 :mod:`pipeline.report.render.publish` does (``_csv``) from the synthetic per-cell table and read by
 ``pandas.read_csv``; bytes and seconds (medians of ``--repeats``), and the ratio of the largest
@@ -47,8 +47,9 @@ from pipeline.config import Params, expand, load  # noqa: E402
 from pipeline.report.grid.board import Board, make_board  # noqa: E402
 from pipeline.report.render.html import to_html  # noqa: E402
 from pipeline.report.render.publish import _csv  # noqa: E402
-from pipeline.runtime import context, storage  # noqa: E402
+from pipeline.runtime import context  # noqa: E402
 from pipeline.runtime.grid_run import Entry, manifest_row  # noqa: E402
+from pipeline.runtime.store import files  # noqa: E402
 from tests.chromium import CHROMIUM, DevTools, open_page  # noqa: E402
 from tests.report.synthetic import synthetic_cells  # noqa: E402
 
@@ -164,7 +165,7 @@ def files_scale(counts: list[int], repeats: int, out: Path) -> None:
         here = os.getcwd()
         os.chdir(work)
         try:
-            gw = statistics.median(timed(storage.atomic_write_json, context.GRID,
+            gw = statistics.median(timed(files.atomic_write_json, context.GRID,
                                          {"cells": rows})[0] for _ in range(repeats))
             gr = statistics.median(timed(context.read_grid)[0] for _ in range(repeats))
             assert len(context.read_grid()) == n

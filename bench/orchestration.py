@@ -4,7 +4,8 @@
 
 Cells: the pipeline's own cells (laplace data, MLP encoder, InfoNCE; one grid seed per cell)
 with ``train.epochs`` calibrated so that one cell takes about ``--seconds`` of CPU on one thread.
-(a) bare loop: ``torch.set_num_threads(1)`` and ``pipeline.runtime.cells.run_cell`` for each cell
+(a) bare loop: ``torch.set_num_threads(1)`` and ``pipeline.runtime.cells.one_cell.run_cell`` for
+each cell
     in turn, in this process (training, held-out embeddings, Parquet and safetensors files).
 (p) parallel bare loop: the same ``run_cell`` calls on a pool of one process per core
     (multiprocessing, spawned and warmed up before timing), cells handed out one at a time —
@@ -57,8 +58,8 @@ if any(k not in os.environ for k in _MALLOC) and not os.environ.get("CBENCH_BENC
     os.execv(sys.executable, [sys.executable, *sys.argv])
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("RAY_ADDRESS", None)  # always a local instance on 127.0.0.1, never a cluster
-# Read by `import ray`, just below: a local node on 127.0.0.1 (pipeline.runtime.executor, which
-# sets it too, is imported after ray here)
+# Read by `import ray`, just below: a local node on 127.0.0.1 (pipeline.runtime.backends.executor,
+# which sets it too, is imported after ray here)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import psutil  # noqa: E402
@@ -71,11 +72,13 @@ sys.path.insert(0, str(ROOT))
 from pipeline import __version__  # noqa: E402
 from pipeline.config import Cell, Params, expand, from_mapping, merge, read_yaml  # noqa: E402
 from pipeline.datasets import Dataset, load_dataset  # noqa: E402
-from pipeline.runtime import context, executor, storage  # noqa: E402
-from pipeline.runtime.cells import CellOutcome, run_cell  # noqa: E402
-from pipeline.runtime.executor import init_ray  # noqa: E402
-from pipeline.runtime.failures import RetryPolicy  # noqa: E402
-from pipeline.runtime.tracking import Tracker  # noqa: E402
+from pipeline.runtime import context  # noqa: E402
+from pipeline.runtime.backends import executor  # noqa: E402
+from pipeline.runtime.backends.executor import init_ray  # noqa: E402
+from pipeline.runtime.cells.failures import RetryPolicy  # noqa: E402
+from pipeline.runtime.cells.one_cell import CellOutcome, run_cell  # noqa: E402
+from pipeline.runtime.store import files  # noqa: E402
+from pipeline.runtime.tracking.runs import Tracker  # noqa: E402
 from stages import train as train_stage  # noqa: E402
 
 BASE: dict = {}  # params.yaml, read once (the file may change while the benchmark runs)
@@ -181,7 +184,7 @@ def pipeline(params: Params) -> Run:
     shutil.rmtree(os.environ["CBENCH_STORE"], ignore_errors=True)
     context.GRID.unlink(missing_ok=True)
     text = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
-    storage.atomic_write_bytes(context.RESOLVED, text.encode())
+    files.atomic_write_bytes(context.RESOLVED, text.encode())
     tree0 = _tree_cpu()
     start, cpu0 = time.perf_counter(), time.process_time()
     rc = train_stage.main([])
@@ -190,7 +193,7 @@ def pipeline(params: Params) -> Run:
     assert rc == 0
     in_store = context.cell_folders()
     folders = [Path(str(in_store[c.cell_id])) for c in expand(params)]
-    records = [storage.read_json(f / "cell.json") for f in folders]
+    records = [files.read_json(f / "cell.json") for f in folders]
     assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
     cpu = [[float(v) for v in (f / CPU_FILE).read_text().split()] for f in folders]
     return Run(seconds, driver + tree, [float(r["wall_seconds"]) for r in records],
@@ -218,7 +221,7 @@ def calibrate(params_at, dataset, root: Path, meta: dict[str, str], seconds: flo
 def _warm(seconds: float) -> int:
     """What a fresh worker pays once: importing the cell code, and torch._dynamo (imported by the
     first ``torch.optim`` optimizer a process builds, which takes seconds)."""
-    from pipeline.runtime.cells import prepare_worker
+    from pipeline.runtime.cells.one_cell import prepare_worker
 
     prepare_worker()
     time.sleep(seconds)  # hold the worker so that each warm-up task gets its own
@@ -259,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         probe = bench_params(n, 1)
         d = probe.data
         dataset = load_dataset(d.name, d.n_train, d.n_heldout, d.seed, d.options)
-        storage.write_dataset(dataset, context.dataset_path(d.name))
-        dataset = storage.read_dataset(context.dataset_path(d.name))
+        files.write_dataset(dataset, context.dataset_path(d.name))
+        dataset = files.read_dataset(context.dataset_path(d.name))
         meta = {"git_sha": context.git_sha(), "dataset_hash": dataset.content_hash(),
                 "code_version": __version__}
         torch.set_num_threads(1)

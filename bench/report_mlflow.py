@@ -7,13 +7,13 @@ leaves it. Each repeat times, on that store, the report stage's logging of ``--m
 metrics per cell (what ``Report.mlflow`` holds), the search of the cell runs included:
 (old) one ``log_batch`` into each cell's run, every metric (the stage before);
 (new) ``Tracker.log_changed``: the metrics whose value the run does not hold yet, on this
-      SQLite store every run's in one transaction (``pipeline.runtime.tracking_sql``; one
+      SQLite store every run's in one transaction (``pipeline.runtime.tracking.sql_writer``; one
       ``log_batch`` per run elsewhere; here every value is new: the first report after
       training);
 (level) new, with only the interval bounds changed (``*_lo``/``*_hi``, half the metrics: a
       report rerun after ``report.level`` changed);
 (noop) new, with the values just logged (a report rerun that computed the same numbers), and
-      ``pipeline.runtime.report_tracking.track`` as a whole on it (metrics, the reports/
+      ``pipeline.runtime.tracking.report_metrics.track`` as a whole on it (metrics, the reports/
       digest, the search for the workspace's invocation run): no call writes, no run is created.
 Each repeat logs other values than the one before, so old and new both write every metric.
 Medians over repeats; the ratios are old / new, measured in the same process on the same store.
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
-from pipeline.runtime import report_tracking  # noqa: E402
-from pipeline.runtime.tracking import Tracker, run_key  # noqa: E402
+from pipeline.runtime.tracking import report_metrics  # noqa: E402
+from pipeline.runtime.tracking.runs import Tracker, run_key  # noqa: E402
 
 Values = dict[str, list[tuple[str, float]]]
 
@@ -91,13 +91,13 @@ def main(argv: list[str] | None = None) -> int:
 
         def old(values: Values) -> int:
             run_ids = {key: run.info.run_id for key, run in tracker.cell_runs().items()}
-            by_run = report_tracking._run_metrics(run_ids, grid, values)
+            by_run = report_metrics._run_metrics(run_ids, grid, values)
             for run_id, metrics in by_run.items():
                 tracker.log(run_id, metrics=metrics)
             return len(by_run)
 
         def new(values: Values) -> int:
-            return report_tracking.log_metrics(tracker, grid, values)
+            return report_metrics.log_metrics(tracker, grid, values)
 
         times: dict[str, list[float]] = {k: [] for k in ("old", "new", "level", "noop", "track")}
         for r in range(args.repeats):
@@ -114,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                 times[key].append(t)
                 print(f"repeat {r}: {key:5s} {t:7.2f} s ({n} log_batch calls)", flush=True)
             same = _values(args.cells, args.metrics, base + 3, True, base + 2)
-            report_tracking.track(tracker, grid, same, reports)  # the reports' run, once
+            report_metrics.track(tracker, grid, same, reports)  # the reports' run, once
             runs = len(tracker.client.search_runs([tracker.experiment_id], max_results=50_000))
-            t, got = _timed(partial(report_tracking.track, tracker, grid, same, reports))
+            t, got = _timed(partial(report_metrics.track, tracker, grid, same, reports))
             after = len(tracker.client.search_runs([tracker.experiment_id], max_results=50_000))
             times["track"].append(t)
             print(f"repeat {r}: track {t:7.2f} s (no-op: {got}; runs {runs} -> {after})",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from pipeline.runtime import context as ctx
-from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import compute_bounds
+from pipeline.runtime.backends.dask_ops import compute_bounds
+from pipeline.runtime.store import files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     table = compute_bounds(ctx.trained_cells(params), ctx.shared_dataset(params),
                            ctx.cell_folders(), params.bounds, params.compute,
                            params.stats.n_workers)
-    storage.write_frame(table, ctx.BOUNDS)
+    files.write_frame(table, ctx.BOUNDS)
     print(f"bounds: {len(table)} cells -> {ctx.BOUNDS}")
     return 0
 

@@ -6,7 +6,7 @@ import sys
 
 from pipeline.datasets import load_dataset
 from pipeline.runtime.context import dataset_path, resolved_params, usage_error
-from pipeline.runtime.storage import write_dataset
+from pipeline.runtime.store.files import write_dataset
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,8 @@ see :func:`pipeline.probe.fewshot.fewshot_linear_probe`), ``weighted_knn_<k>`` (
 as the bank) and the same of the raw inputs on the same draw (``raw_...``); and
 ``data/probe_fewshot_summary.parquet``: per (cell, layer, shots) the mean over episodes and its
 t-interval over episodes (``<score>_mean``, ``_lo``, ``_hi``,
-:func:`pipeline.runtime.probe_ops.fewshot_summary`). Both are empty with ``probe.shots: []``.
+:func:`pipeline.runtime.backends.probe_ops.fewshot_summary`). Both are empty with ``probe.shots:
+[]``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 from pipeline.datasets import DATASETS
 from pipeline.probe.fewshot import class_shortfall
 from pipeline.probe.frozen import ProbeSettings
-from pipeline.runtime import storage
+from pipeline.runtime.backends.probe_ops import FEWSHOT_KEY, compute_probe, fewshot_summary
 from pipeline.runtime.context import (
     PROBE,
     PROBE_FEWSHOT,
@@ -37,16 +38,16 @@ from pipeline.runtime.context import (
     trained_cells,
     usage_error,
 )
-from pipeline.runtime.probe_ops import FEWSHOT_KEY, compute_probe, fewshot_summary
+from pipeline.runtime.store import files
 
 COLUMNS = ["cell_id", "state", "layer", "probe_status", "probe_reason"]
 FEWSHOT_COLUMNS = [*FEWSHOT_KEY, "episode", "episode_seed", "fewshot_status", "fewshot_reason"]
 
 
 def _write_fewshot(table: pd.DataFrame, level: float) -> None:
-    storage.write_frame(table if len(table) else pd.DataFrame(columns=FEWSHOT_COLUMNS),
+    files.write_frame(table if len(table) else pd.DataFrame(columns=FEWSHOT_COLUMNS),
                         PROBE_FEWSHOT)
-    storage.write_frame(fewshot_summary(table, level), PROBE_FEWSHOT_SUMMARY)
+    files.write_frame(fewshot_summary(table, level), PROBE_FEWSHOT_SUMMARY)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return usage_error("probe", argv)
     params = resolved_params()
     if DATASETS[params.data.name].labels != "class":
-        storage.write_frame(pd.DataFrame(columns=COLUMNS), PROBE)
+        files.write_frame(pd.DataFrame(columns=COLUMNS), PROBE)
         _write_fewshot(pd.DataFrame(), params.report.level)
         print(f"probe: data.name = {params.data.name!r} has no class labels: no linear probe or "
               "kNN accuracy for this grid")
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                              params.report.level, tuple(p.shots), p.episodes)
     dataset = shared_dataset(params)
     if p.shots:  # the labels are known now, before any cell's work: say which shots cannot run
-        labels = storage.read_training_labels(dataset)
+        labels = files.read_training_labels(dataset)
         for i, shots in enumerate(p.shots):
             short = class_shortfall(labels, shots) if labels is not None else ""
             if short:
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     cells = trained_cells(params)
     table, fewshot = compute_probe(cells, dataset, cell_folders(), settings, params.data.seed,
                                    params.compute, params.stats.n_workers)
-    storage.write_frame(table, PROBE)
+    files.write_frame(table, PROBE)
     _write_fewshot(fewshot, params.report.level)
     failed = int((table.probe_status != "ok").sum())
     print(f"probe: {len(cells)} cells and the raw inputs, {len(table)} rows ({failed} failed) "

@@ -1,11 +1,11 @@
 """Report stage: build the report from the stage tables, write it under reports/, log to MLflow.
 
-MLflow (:func:`pipeline.runtime.report_tracking.track`) gets each cell's report metrics in its
-training's run, only those whose value changed, and reports/ as the artifacts of the
+MLflow (:func:`pipeline.runtime.tracking.report_metrics.track`) gets each cell's report metrics in
+its training's run, only those whose value changed, and reports/ as the artifacts of the
 workspace's train run, or of a report run of its own; a rerun that writes the same reports logs
 nothing and creates no run. The logging runs in a second process started first
-(:class:`~pipeline.runtime.report_logger.ReportLogger`): it imports MLflow and reads the cell
-runs while this one builds the report, and logs the metrics while this one writes the files.
+(:class:`~pipeline.runtime.tracking.report_logger.ReportLogger`): it imports MLflow and reads the
+cell runs while this one builds the report, and logs the metrics while this one writes the files.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pandas as pd
 
 from pipeline.config import Params
 from pipeline.runtime import context as ctx
-from pipeline.runtime import layout, storage
-from pipeline.runtime.report_logger import ReportLogger
-from pipeline.runtime.store import read_verify_checks, store_root
+from pipeline.runtime.store import files, layout
+from pipeline.runtime.store.folders import read_verify_checks, store_root
+from pipeline.runtime.tracking.report_logger import ReportLogger
 
 if TYPE_CHECKING:
     from pipeline.report.grid.build import Inputs
@@ -35,15 +35,15 @@ def read_inputs(params: Params, grid: pd.DataFrame) -> Inputs:
     grid = grid.assign(reproduced=grid.cell_id.map(  # cbench verify's result, where it ran
         lambda c: bool(checks[c]["reproduced"]) if c in checks else None))
     folders = ctx.cell_folders(grid)
-    records = {c: storage.read_json(f / layout.RECORD) for c, f in folders.items()
+    records = {c: files.read_json(f / layout.RECORD) for c, f in folders.items()
                if (f / layout.RECORD).exists()}
     # a shared training's history is each of its cells' (their folders are one)
-    histories = storage.read_frames({c: f / layout.HISTORY for c, f in folders.items()
+    histories = files.read_frames({c: f / layout.HISTORY for c, f in folders.items()
                                      if (f / layout.HISTORY).exists()}, "cell_id")
     return Inputs(grid, records, pd.read_parquet(ctx.STATS), pd.read_parquet(ctx.SEARCH),
                   pd.read_parquet(ctx.BOUNDS), pd.read_parquet(ctx.FINITE_K),
                   histories,
-                  params, storage.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE),
+                  params, files.file_sha256(ctx.RESOLVED)[:12], pd.read_parquet(ctx.PROBE),
                   pd.read_parquet(ctx.PROBE_FEWSHOT_SUMMARY)
                   if ctx.PROBE_FEWSHOT_SUMMARY.exists() else pd.DataFrame())
 
@@ -52,7 +52,7 @@ def read_norms(grid: pd.DataFrame, cell_ids: Sequence[str]) -> dict[str, np.ndar
     """Cell id → the norms of its held-out embeddings (the norm histograms' data), for
     ``cell_ids``."""
     folders = ctx.cell_folders(grid)
-    return {c: np.linalg.norm(storage.read_embeddings(folders[c] / layout.EMBEDDINGS, 0),
+    return {c: np.linalg.norm(files.read_embeddings(folders[c] / layout.EMBEDDINGS, 0),
                               axis=1) for c in cell_ids}
 
 

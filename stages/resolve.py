@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.config import ConfigError, expand, load
     from pipeline.config.files import needed
     from pipeline.config.tracked import tracked
-    from pipeline.runtime.storage import atomic_write_bytes
+    from pipeline.runtime.store.files import atomic_write_bytes
 
     try:
         params = load(args.params, args.profile, check_files=True)

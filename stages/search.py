@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 from pipeline.runtime import context as ctx
-from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import compute_search
+from pipeline.runtime.backends.dask_ops import compute_search
+from pipeline.runtime.store import files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     rows, sweep = compute_search(ctx.trained_cells(params), ctx.shared_dataset(params),
                                  ctx.cell_folders(), params.search, params.compute,
                                  params.stats.n_workers)
-    storage.write_frame(rows, ctx.SEARCH)
-    storage.write_frame(sweep, ctx.FINITE_K)
+    files.write_frame(rows, ctx.SEARCH)
+    files.write_frame(sweep, ctx.FINITE_K)
     failed = int((rows.search_status != "ok").sum()) if len(rows) else 0
     print(f"search: {len(rows)} cells ({failed} failed), {len(sweep)} k-sweep rows -> {ctx.SEARCH}")
     return 0

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 
 from pipeline.encoders.features import BACKBONE, HEAD
-from pipeline.runtime import storage
+from pipeline.runtime.backends.dask_ops import compute_layer_stats
 from pipeline.runtime.context import STATS, STATS_DETAIL, read_grid, resolved_params, usage_error
-from pipeline.runtime.dask_ops import compute_layer_stats
+from pipeline.runtime.store import files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
         return usage_error("stats", argv)
     params = resolved_params()
     got = compute_layer_stats(read_grid(), params)
-    storage.write_frame(got.summary, STATS)
-    storage.write_frame(got.detail, STATS_DETAIL)
+    files.write_frame(got.summary, STATS)
+    files.write_frame(got.detail, STATS_DETAIL)
     summary, final = got.summary, params.train.epochs
     n_failed = int((summary.status != "ok").sum()) if len(summary) else 0
     reps = summary.representation.nunique() if len(summary) else 0

@@ -67,7 +67,7 @@ def start_key(raw: Any, environ: Mapping[str, str]) -> str | None:
 
 
 def store_cells(environ: Mapping[str, str]) -> Path:
-    """The local store's cells (``<store>/cells``, :mod:`pipeline.runtime.store`)."""
+    """The local store's cells (``<store>/cells``, :mod:`pipeline.runtime.store.folders`)."""
     from pipeline.config.store_path import default_store  # imports the registries: full path
 
     return default_store(environ) / "cells"
@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     memo.forget("train")
     seen = memo.snapshot(store_cells(environ)) if memo_key is not None else {}
     # imported here: the driver imports torch, Ray and MLflow
-    from pipeline.runtime import storage
     from pipeline.runtime.context import resolved_params
     from pipeline.runtime.driver import StaleCellsError, train_grid
+    from pipeline.runtime.store import files
 
     params = resolved_params()
     try:
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     except StaleCellsError as err:
         print(f"train: {err}", file=sys.stderr)
         return 2
-    storage.atomic_write_json(GRID, {"cells": got.rows})
+    files.atomic_write_json(GRID, {"cells": got.rows})
     print(f"train: trained {sum(o.status == 'ok' for o in got.trained.values())}, failed "
           f"{got.failed} in all, reused {got.done} (and {len(got.reused)} another driver trained "
           f"meanwhile); cells in {got.root}/")

@@ -97,7 +97,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 # Ray reads its single-machine switch once, when it is imported, and test modules import ray
 # before the pipeline does: set it here, first, so that every local Ray instance and simulated
-# cluster of the tests binds 127.0.0.1 (pipeline/runtime/executor.py explains the switch).
+# cluster of the tests binds 127.0.0.1 (pipeline/runtime/backends/executor.py explains the switch).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # The stages the tests start run cold: each test's own environment (a store, a profile) would
 # start a warm server of its own (pipeline/runtime/warm.py), hundreds of MB idling for minutes.
@@ -140,7 +140,7 @@ def _registries_restored():
 @pytest.fixture(autouse=True)
 def _tracking_uri_unset(monkeypatch):
     """No test sees another's MLflow server: ``$MLFLOW_TRACKING_URI`` names the server the
-    pipeline logs to (pipeline/runtime/tracking.py), and ``mlflow.set_tracking_uri`` sets it in
+    pipeline logs to (pipeline/runtime/tracking/runs.py), and ``mlflow.set_tracking_uri`` sets it in
     the environment, so one test reading its own database would send every later in-process
     tracker and subprocess pipeline there."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

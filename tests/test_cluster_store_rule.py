@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ConfigError, from_mapping
-from pipeline.runtime.store import default_store
+from pipeline.runtime.store.folders import default_store
 
 ENV = ("CBENCH_STORE", "CBENCH_STORE_SHARED", "RAY_ADDRESS", "XDG_CACHE_HOME")
 

@@ -31,7 +31,7 @@ from pipeline.config import expand, from_mapping, merge, read_yaml
 from pipeline.datasets.registry import load_dataset
 from pipeline.losses.registry import LOSSES
 from pipeline.plugins import FILE_MODULE_PREFIX, load_plugins
-from pipeline.runtime.cells import run_cell
+from pipeline.runtime.cells.one_cell import run_cell
 from tests.conftest import ROOT, TINY
 
 PLUGIN_PACKAGE = {
@@ -177,8 +177,9 @@ def test_every_function_that_runs_is_in_the_cells_fingerprint(traced):
     # the holes the issue found are covered: they ran, and are fingerprinted (checked above)
     for key in ("pipeline.losses.registry:negatives_of", "pipeline.losses.registry:labels_of",
                 "pipeline.losses.registry:two_views", "pipeline.losses.xclr:_xclr_graph",
-                "pipeline.encoders.registry:_flat", "pipeline.runtime.cells:_write_views",
-                "pipeline.runtime.cells:_write_outputs", "pipeline.runtime.cells:dead_units",
+                "pipeline.encoders.registry:_flat", "pipeline.runtime.cells.one_cell:_write_views",
+                "pipeline.runtime.cells.one_cell:_write_outputs",
+                "pipeline.runtime.cells.one_cell:dead_units",
                 "fpplug.helpers:scaled", "fp_file_helpers:offset"):
         assert key in ran_somewhere, key
 
@@ -188,7 +189,7 @@ def test_one_losss_code_is_only_in_its_cells(traced):
     the file writing are in every cell's."""
     for cell in traced.cells:
         units = set(traced.prints[cell.cell_id].functions)
-        assert {"pipeline.train:train_cell", "pipeline.runtime.cells:_write_views",
+        assert {"pipeline.train:train_cell", "pipeline.runtime.cells.one_cell:_write_views",
                 "pipeline.encoders.registry:_flat"} <= units
         assert ("pipeline.losses.xclr:_xclr_graph" in units) == (cell.loss == "xclr")
         assert ("pipeline.losses.registry:negatives_of" in units) == (cell.loss == "infonce")

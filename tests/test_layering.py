@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "pipeline"
 PURE = ["losses", "encoders", "datasets", "stats", "search", "bounds", "probe", "train.py",
-        "grid.py", "options.py", "seeding.py", "metrics.py", "fingerprint.py"]
+        "grid.py", "options.py", "seeding.py", "metrics.py", "fingerprint"]
 # annotated_types: the constraint vocabulary of the options dataclasses (pipeline/options.py)
 ALLOWED = {"numpy", "scipy", "torch", "pipeline", "annotated_types"} | set(sys.stdlib_module_names)
 ALLOWED_ENCODERS = ALLOWED | {"torchvision", "open_clip", "timm", "safetensors"}
@@ -44,12 +44,17 @@ def test_math_packages_do_no_io_imports():
 
 # docs/DESIGN.md, "The runtime's layers": each orchestration library has its adapters in
 # pipeline/runtime/, and no other module of pipeline/ or stages/ imports it (so the per-cell
-# work, the storage and the tables run without a scheduler, a Ray instance or a tracking store)
-ADAPTERS = {"ray": {"executor.py", "scheduler.py"},
-            "dask": {"scheduler.py", "dask_ops.py", "probe_ops.py"},
-            "distributed": {"scheduler.py"},
-            "mlflow": {"tracking.py", "tracking_sql.py"}}
+# work, the storage and the tables run without a scheduler, a Ray instance or a tracking store).
+# Modules are named by their path under pipeline/runtime/.
+ADAPTERS = {"ray": {"backends/executor.py", "backends/scheduler.py"},
+            "dask": {"backends/scheduler.py", "backends/dask_ops.py", "backends/probe_ops.py"},
+            "distributed": {"backends/scheduler.py"},
+            "mlflow": {"tracking/runs.py", "tracking/sql_writer.py"}}
 RUNTIME = ROOT / "runtime"
+
+
+def _runtime_name(path: Path) -> str | None:
+    return path.relative_to(RUNTIME).as_posix() if RUNTIME in path.parents else None
 
 
 def test_each_orchestration_library_is_imported_by_its_adapters_only():
@@ -57,39 +62,84 @@ def test_each_orchestration_library_is_imported_by_its_adapters_only():
     for path in sorted([*ROOT.rglob("*.py"), *(ROOT.parent / "stages").rglob("*.py")]):
         for name in _imports(path):
             top = name.split(".")[0]
-            if top in ADAPTERS and not (path.parent == RUNTIME and path.name in ADAPTERS[top]):
+            if top in ADAPTERS and _runtime_name(path) not in ADAPTERS[top]:
                 offenders.append(f"{path.relative_to(ROOT.parent)}: {name}")
+    assert not offenders, offenders
+
+
+# The runtime's floors, bottom up (docs/DESIGN.md's table): a module imports from its own
+# sub-package and from lower floors only; two sub-packages on one floor do not import each other.
+FLOORS = {"paths.py": 0, "progress.py": 0, "warm.py": 0, "memo.py": 0,
+          "store": 1,
+          "cells": 2, "context.py": 2,
+          "backends": 3, "tracking": 3,
+          "grid_run.py": 4, "suite_plan.py": 4,
+          "driver.py": 5}
+
+
+def _floor_key(runtime_name: str) -> str:
+    return runtime_name.split("/")[0]
+
+
+def test_the_runtime_folders_import_only_lower_floors():
+    unplaced = sorted({_floor_key(_runtime_name(p)) for p in RUNTIME.rglob("*.py")}
+                      - set(FLOORS) - {"__init__.py"})
+    assert not unplaced, f"give these a floor in FLOORS (and docs/DESIGN.md): {unplaced}"
+    offenders = []
+    for path in sorted(RUNTIME.rglob("*.py")):
+        me = _floor_key(_runtime_name(path))
+        if me == "__init__.py":
+            continue
+        for name in _imports(path):
+            if not name.startswith("pipeline.runtime."):
+                continue
+            parts = name.split(".")[2:]
+            other = parts[0] if (RUNTIME / parts[0]).is_dir() else parts[0] + ".py"
+            if other != me and FLOORS[other] >= FLOORS[me]:
+                offenders.append(f"runtime/{_runtime_name(path)} (floor {FLOORS[me]}): {name} "
+                                 f"(floor {FLOORS[other]})")
     assert not offenders, offenders
 
 
 def test_the_runtimes_lower_layers_import_nothing_above_them():
     """layout names files, progress words the progress lines and warm hands stages off (stdlib
-    only); the scheduler runs tasks and imports no math; the per-cell tasks and the table
+    only); the scheduler runs tasks and imports no math; the per-cell analyses and the table
     builders import neither a scheduler nor each other's library (no pandas in the per-cell
-    tasks); grid_run plans and claims without Ray or MLflow."""
+    analyses); grid_run plans and claims without Ray or MLflow."""
     math = ("pipeline.stats", "pipeline.search", "pipeline.bounds", "pipeline.probe",
             "pipeline.losses", "pipeline.train")
+    stdlib_only = lambda n: n.split(".")[0] not in sys.stdlib_module_names  # noqa: E731
     rules = {
-        "layout.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names,
-        "scheduler.py": lambda n: n.startswith(math) or n.startswith("pipeline.runtime.")
-        and n not in ("pipeline.runtime.executor", "pipeline.runtime.progress",
-                      "pipeline.runtime.addresses"),
-        "progress.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names,
+        "store/layout.py": stdlib_only,
+        "cells/task.py": stdlib_only,
+        "backends/capacity.py": stdlib_only,
+        "backends/scheduler.py": lambda n: n.startswith(math) or n.startswith("pipeline.runtime.")
+        and n not in ("pipeline.runtime.backends.executor", "pipeline.runtime.progress",
+                      "pipeline.runtime.backends.addresses"),
+        "progress.py": stdlib_only,
         # stages/__init__.py imports it before anything else: its cost is every stage's
-        "warm.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names,
-        "addresses.py": lambda n: n.split(".")[0] not in sys.stdlib_module_names
-        and not n.startswith("pipeline.config"),
-        "cell_tasks.py": lambda n: n.split(".")[0] == "pandas"
-        or n.startswith(("pipeline.runtime.dask_ops", "pipeline.runtime.tables",
-                         "pipeline.runtime.scheduler")),
-        "tables.py": lambda n: n.startswith(("pipeline.runtime.dask_ops",
-                                             "pipeline.runtime.scheduler", "torch")),
-        "grid_run.py": lambda n: n.startswith(("pipeline.runtime.executor",
+        "warm.py": stdlib_only,
+        "memo.py": lambda n: stdlib_only(n) and n != "pipeline",  # the package: where it is
+        "paths.py": stdlib_only,
+        "backends/addresses.py": lambda n: stdlib_only(n) and not n.startswith("pipeline.config"),
+        "cells/analyses.py": lambda n: n.split(".")[0] == "pandas"
+        or n.startswith(("pipeline.runtime.backends", "pipeline.runtime.cells.tables")),
+        "cells/tables.py": lambda n: n.startswith(("pipeline.runtime.backends", "torch")),
+        "grid_run.py": lambda n: n.startswith(("pipeline.runtime.backends.executor",
                                                "pipeline.runtime.tracking")),
     }
     offenders = [f"runtime/{file}: {name}" for file, forbidden in rules.items()
                  for name in _imports(RUNTIME / file) if forbidden(name)]
     assert not offenders, offenders
+
+
+def test_no_package_folder_holds_more_than_fifteen_modules():
+    """STYLE.md §19: a folder is a concept; past about fifteen modules it is several. Every
+    folder of pipeline/, the package itself included."""
+    crowded = {str(d.relative_to(ROOT.parent)): n for d in [ROOT, *ROOT.rglob("*")]
+               if d.is_dir() and d.name != "__pycache__"
+               and (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"])) > 15}
+    assert not crowded, crowded
 
 
 def test_the_training_path_imports_no_io_or_config_library():
@@ -131,7 +181,7 @@ REPORT_ANALYSIS = {"grid.build", "grid.leaderboard", "grid.controls", "grid.prob
                    "suite.board", "suite.values", "suite.tables", "suite.notes", "suite.points"}
 REPORT_RENDER = {"render.markdown", "render.latex", "render.html", "render.canvas",
                  "render.figures", "render.cd_diagram", "render.rank_interval_plot",
-                 "render.profile_plot", "render.tex_escape", "render.publish",
+                 "render.profile_plot", "render.tex_escape", "render.publish", "render.page",
                  "papers.one_over_k_plot", "papers.simplex", "papers.markdown",
                  "papers.image_rows_md",
                  "suite.render", "suite.publish"}
@@ -160,13 +210,6 @@ def test_every_report_module_has_a_layer():
     layers = REPORT_ANALYSIS | REPORT_RENDER | REPORT_FORMAT
     assert modules == layers, {"unlisted": modules - layers, "missing": layers - modules}
     assert not REPORT_ANALYSIS & REPORT_RENDER
-
-
-def test_no_report_folder_holds_more_than_fifteen_modules():
-    """STYLE.md §19: a folder is a concept; past about fifteen modules it is several."""
-    crowded = {str(d.relative_to(ROOT)): n for d in [REPORT, *REPORT.rglob("*/")]
-               if d.is_dir() and (n := len([*d.glob("*.py")]) - 1) > 15}
-    assert not crowded, crowded
 
 
 def test_the_report_analysis_layer_imports_no_render_module():

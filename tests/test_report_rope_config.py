@@ -1,4 +1,5 @@
-"""report.rope: the region of practical equivalence (pipeline.stats.power) as a params key."""
+"""report.rope: the region of practical equivalence (pipeline.stats.comparisons.power) as a
+params key."""
 
 from __future__ import annotations
 

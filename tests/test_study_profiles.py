@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config import expand, load, rules
-from pipeline.stats.inference import MIN_SEEDS
+from pipeline.stats.comparisons.inference import MIN_SEEDS
 from tests.conftest import ROOT
 
 IMAGE_STUDIES = {"mnist-study.yaml": "mnist-resnet18-gpu.yaml",

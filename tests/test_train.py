@@ -12,8 +12,8 @@ from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.encoders.features import split_encoder
 from pipeline.losses import temperature_at
-from pipeline.runtime import layout, storage, store
-from pipeline.runtime.cells import run_cell
+from pipeline.runtime.cells.one_cell import run_cell
+from pipeline.runtime.store import files, folders, layout
 from pipeline.train import backbone_views, embed_heldout, initial_encoder, train_cell
 
 
@@ -84,16 +84,16 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
     assert outcome.status == "ok", outcome.reason
     assert {p.name for p in folder.iterdir()} == {*layout.REQUIRED, "embeddings_e0000.parquet"}
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging left
-    assert store.inspect(folder, [0]).status == "done"
-    assert store.inspect(folder, [0, 1]).status == "todo"  # a missing snapshot: redo
-    record = storage.read_json(folder / "cell.json")
+    assert folders.inspect(folder, [0]).status == "done"
+    assert folders.inspect(folder, [0, 1]).status == "todo"  # a missing snapshot: redo
+    record = files.read_json(folder / "cell.json")
     assert record["status"] == "ok" and record["config"] == cells[0].config()
     assert set(record["files"]) == {*layout.REQUIRED, "embeddings_e0000.parquet"} - {"cell.json"}
     assert record["finished_at"] - record["started_at"] == pytest.approx(record["wall_seconds"],
                                                                          abs=0.01)
-    z0 = storage.read_embeddings(folder / "embeddings.parquet", 0)
+    z0 = files.read_embeddings(folder / "embeddings.parquet", 0)
     assert z0.shape == (200, 8) and z0.dtype == np.float32
-    meta_read = storage.read_metadata(folder / "embeddings.parquet")
+    meta_read = files.read_metadata(folder / "embeddings.parquet")
     assert (meta_read["cell_id"] == cells[0].cell_id
             and meta_read["dataset_hash"] == dataset.content_hash())
     history = pd.read_parquet(folder / "history.parquet")
@@ -108,7 +108,7 @@ def test_run_cell_writes_the_contract(cells, dataset, tmp_path):
         again, _ = embed_heldout(model, dataset, cells[0])
         np.testing.assert_array_equal(again, z0)
         # the epoch-0 snapshot is the untrained encoder: the control shares the initial weights
-        control = storage.read_embeddings(folder / "embeddings_e0000.parquet", 0)
+        control = files.read_embeddings(folder / "embeddings_e0000.parquet", 0)
         np.testing.assert_array_equal(control, embed_heldout(initial_encoder(cells[0], (16,)),
                                                              dataset, cells[0])[0])
     finally:
@@ -124,7 +124,7 @@ def test_diverging_cell_is_recorded_not_raised(tiny_params, dataset, tmp_path):
     bad[:] = np.nan
     outcome = run_cell(cell, type(dataset)("laplace", bad, dataset.x_heldout), tmp_path / "c", {})
     assert outcome.status == "failed" and "diverged" in outcome.reason
-    assert store.inspect(tmp_path / "c").status == "failed"
+    assert folders.inspect(tmp_path / "c").status == "failed"
     assert [p.name for p in (tmp_path / "c").iterdir()] == ["cell.json"]  # only the record
 
 
@@ -256,15 +256,15 @@ def test_backbone_views_beside_the_head_and_written_with_checksums(tiny_params, 
     assert outcome.status == "ok", outcome.reason
     layers = {layout.BACKBONE, layout.backbone_snapshot(0)}
     assert layers == {"backbone.parquet", "backbone_e0000.parquet"}
-    record = storage.read_json(folder / "cell.json")
+    record = files.read_json(folder / "cell.json")
     assert layers <= set(record["files"])
     for name in layers:
-        assert record["files"][name]["sha256"] == storage.file_sha256(folder / name)
-    assert storage.read_embeddings(folder / layout.BACKBONE, 1).shape == (200, 24)
-    meta = storage.read_metadata(folder / layout.backbone_snapshot(0))
+        assert record["files"][name]["sha256"] == files.file_sha256(folder / name)
+    assert files.read_embeddings(folder / layout.BACKBONE, 1).shape == (200, 24)
+    meta = files.read_metadata(folder / layout.backbone_snapshot(0))
     assert meta["epoch"] == "0" and meta["cell_id"] == cell.cell_id
     # the epoch-0 backbone is the untrained encoder's, as for the head
-    np.testing.assert_allclose(storage.read_embeddings(folder / layout.backbone_snapshot(0), 0),
+    np.testing.assert_allclose(files.read_embeddings(folder / layout.backbone_snapshot(0), 0),
                                backbone[0], rtol=0, atol=1e-6)
 
 
@@ -278,7 +278,7 @@ def test_an_encoder_without_a_head_writes_no_backbone(cells, dataset, tmp_path):
 
 
 def test_dead_backbone_units_are_left_out_with_their_indices(tmp_path):
-    from pipeline.runtime.cells import _write_views
+    from pipeline.runtime.cells.one_cell import _write_views
     from pipeline.train import HeldoutViews
 
     rng = np.random.default_rng(0)
@@ -287,18 +287,18 @@ def test_dead_backbone_units_are_left_out_with_their_indices(tmp_path):
     h0[:, [1, 4]] = 0  # units no clean image switches on
     h1 = h0.copy()
     h1[3, 1] = 0.5  # ... though one augmented view does: left out of both views all the same
-    storage_dir = storage.location(tmp_path)
+    storage_dir = files.location(tmp_path)
     _write_views(storage_dir, HeldoutViews(head, (h0, h1)), None, {"epoch": "3"}, "e.parquet",
                  "b.parquet")
-    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "b.parquet", 0),
+    np.testing.assert_array_equal(files.read_embeddings(tmp_path / "b.parquet", 0),
                                   h0[:, [0, 2, 3, 5]])
-    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "b.parquet", 1),
+    np.testing.assert_array_equal(files.read_embeddings(tmp_path / "b.parquet", 1),
                                   h1[:, [0, 2, 3, 5]])
-    meta = storage.read_metadata(tmp_path / "b.parquet")
+    meta = files.read_metadata(tmp_path / "b.parquet")
     assert meta["dead_units"] == "[1, 4]" and meta["width"] == "6" and meta["epoch"] == "3"
     # the norms of the clean views are the backbone's own: the dropped coordinates are zeros
-    np.testing.assert_allclose(np.linalg.norm(storage.read_embeddings(tmp_path / "b.parquet", 0),
+    np.testing.assert_allclose(np.linalg.norm(files.read_embeddings(tmp_path / "b.parquet", 0),
                                               axis=1), np.linalg.norm(h0, axis=1), rtol=1e-6)
-    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "e.parquet", 0), head[0])
+    np.testing.assert_array_equal(files.read_embeddings(tmp_path / "e.parquet", 0), head[0])
     _write_views(storage_dir, HeldoutViews(head, (h0 * 0, h1)), None, {}, "e.parquet", "b.parquet")
-    assert storage.read_embeddings(tmp_path / "b.parquet", 0).shape == (50, 6)  # all dead: kept
+    assert files.read_embeddings(tmp_path / "b.parquet", 0).shape == (50, 6)  # all dead: kept

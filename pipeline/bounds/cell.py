@@ -1,7 +1,7 @@
 """Theorem 1 (Whiteley 2026, arXiv 2607.09405; SPEC.md §4) for one trained cell, assembled from
 its encoders and the dataset: R̂_n on training tuples, the encoder constants dΘ, R, B_τ, C_Φ,
 and R on fresh tuples for the measured gap. Pure: the encoders come in as modules
-(:func:`pipeline.runtime.evaluate.load_encoders` reads them from a cell's folder).
+(:func:`pipeline.runtime.cells.evaluate.load_encoders` reads them from a cell's folder).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def _log(name: str, commit: str, folder: Path, counts: dict[str, int]) -> None:
     tracking.uri, or $MLFLOW_TRACKING_URI); said, not fatal, when the params do not resolve."""
     from pipeline.config import ConfigError
     from pipeline.runtime import context
-    from pipeline.runtime.tracking import Tracker
+    from pipeline.runtime.tracking.runs import Tracker
 
     try:
         params = context.resolved_params()

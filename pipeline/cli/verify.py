@@ -19,9 +19,10 @@ def configure(parser: Parser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.runtime import context, storage
-    from pipeline.runtime.store import read_verify_checks, store_root
-    from pipeline.runtime.verify import sample, to_markdown, verify_grid
+    from pipeline.runtime import context
+    from pipeline.runtime.cells.verify import sample, to_markdown, verify_grid
+    from pipeline.runtime.store import files
+    from pipeline.runtime.store.folders import read_verify_checks, store_root
 
     if args.sample is not None and args.sample < 1:
         raise UsageError(f"--sample {args.sample}: must be >= 1")
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         chosen = [known[c] for c in args.cells]
     else:
         chosen = sample(rows, args.sample or 4, args.seed)
-    dataset = storage.read_dataset(context.dataset_path(params.data.name))
+    dataset = files.read_dataset(context.dataset_path(params.data.name))
     store = store_root(params.compute.storage)
     results = verify_grid(params, rows, store, dataset, chosen, params.train.threads)
     print(to_markdown(results), end="")

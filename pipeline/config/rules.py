@@ -231,7 +231,7 @@ def _mode_problem(env: Mapping[str, str], name: str, modes: tuple[str, ...]) -> 
 
 def dask_cluster_problem(env: Mapping[str, str] = os.environ) -> str | None:
     """What is wrong with ``$CBENCH_DASK_CLUSTER`` (unset means ``auto``), or None; checked by
-    ``resolve`` before any work and by :func:`pipeline.runtime.scheduler.scheduler`."""
+    ``resolve`` before any work and by :func:`pipeline.runtime.backends.scheduler.scheduler`."""
     return _mode_problem(env, DASK_CLUSTER_ENV, DASK_CLUSTER_MODES)
 
 
@@ -241,7 +241,7 @@ TRAIN_WORKERS_MODES = ("auto", "ray")  # auto: processes forked from the stage w
 
 def train_workers_problem(env: Mapping[str, str] = os.environ) -> str | None:
     """What is wrong with ``$CBENCH_TRAIN_WORKERS`` (unset means ``auto``), or None; checked by
-    ``resolve`` before any work and by :func:`pipeline.runtime.cell_workers.forked`."""
+    ``resolve`` before any work and by :func:`pipeline.runtime.backends.cell_workers.forked`."""
     return _mode_problem(env, TRAIN_WORKERS_ENV, TRAIN_WORKERS_MODES)
 
 

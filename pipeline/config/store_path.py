@@ -2,7 +2,7 @@
 
 The store is ``compute.storage`` when set (a ``pyarrow.fs`` URI), else ``$CBENCH_STORE``, else
 the per-user cache ``$XDG_CACHE_HOME/contrastive-bench`` (``~/.cache/contrastive-bench``).
-:mod:`pipeline.runtime.store` opens it; this module only names it (stdlib only), so that the
+:mod:`pipeline.runtime.store.folders` opens it; this module only names it (stdlib only), so that the
 params rules can check it before any work.
 
 A store is *node-local* when a cluster's other nodes would not see the files the driver sees

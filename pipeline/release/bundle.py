@@ -35,8 +35,8 @@ from typing import Any
 import pandas as pd
 
 from pipeline.release.results import results_document, validate
-from pipeline.runtime.storage import file_sha256 as sha256
-from pipeline.runtime.verify import TOLERANCES
+from pipeline.runtime.cells.verify import TOLERANCES
+from pipeline.runtime.store.files import file_sha256 as sha256
 
 FORMAT = "contrastive-bench/release@1"
 MANIFEST = "MANIFEST.json"

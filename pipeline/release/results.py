@@ -32,7 +32,7 @@ IDENTITY = ("cell_id", "training_id", "version", "code_fingerprint", "dataset_ha
 STATUSES = ("ok", "failed", "pending", "stale")
 
 
-# what a cell cost (cells.csv, from its cell.json: pipeline/runtime/cost.py); null or "" where
+# what a cell cost (cells.csv, from its cell.json: pipeline/runtime/cells/cost.py); null or "" where
 # the cell did not record it (energy: "not measured" in energy_source)
 COST_NUMBERS = ("wall_seconds", "train_seconds", "samples_per_second", "peak_rss_bytes",
                 "cuda_peak_bytes", "energy_joules")

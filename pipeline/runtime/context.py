@@ -1,7 +1,7 @@
 """Where the stages read and write, the resolved params, and provenance (git commit).
 
 The stage tables (``data/``, ``reports/``) live in the workspace; the cells live in the cell
-store (:mod:`pipeline.runtime.store`), shared by every workspace of the project, and
+store (:mod:`pipeline.runtime.store.folders`), shared by every workspace of the project, and
 ``data/grid.json`` is the manifest that says which version of each cell this workspace's grid
 uses and where its folder is.
 """
@@ -34,18 +34,19 @@ from pipeline.runtime.paths import (  # noqa: F401  (re-exported: the stages' pa
     TRACKED,
     sqlite_path,
 )
-from pipeline.runtime.storage import (
+from pipeline.runtime.store.files import (
     ObjectPath,
     atomic_write_bytes,
     location,
     read_json,
     read_metadata,
 )
-from pipeline.runtime.store import project_root, store_root
+from pipeline.runtime.store.folders import project_root, store_root
 
 
 def cells_root(params: Params) -> Path | ObjectPath:
-    """Where the cells live: ``<store>/cells`` (see :func:`pipeline.runtime.store.store_root`)."""
+    """Where the cells live: ``<store>/cells``
+    (see :func:`pipeline.runtime.store.folders.store_root`)."""
     return store_root(params.compute.storage) / "cells"
 
 

@@ -3,13 +3,13 @@
 :func:`train_grid` measures the ``auto`` settings, plans every cell against the store
 (:func:`pipeline.runtime.grid_run.plan`), claims and trains what is to train
 (:func:`pipeline.runtime.grid_run.train`) on worker processes forked from the stage or as Ray
-tasks (:func:`pipeline.runtime.cell_workers.run_cells` says which), logs the
+tasks (:func:`pipeline.runtime.backends.cell_workers.run_cells` says which), logs the
 finished cells to their single MLflow runs in batches (``grid_run.LOG_BATCH`` cells or
 ``LOG_SECONDS``; one transaction a batch on a local SQLite store:
-:func:`pipeline.runtime.tracking.record_cells`), and then logs the reused cells whose run is missing
-or unfinished (:func:`sync_runs`: e.g. a driver died after the cell), each under the cell's claim.
-The invocation's parent run is created with the first cell it logs: a rerun with every cell done
-and logged creates no MLflow run.
+:func:`pipeline.runtime.tracking.runs.record_cells`), and then logs the reused cells whose run is
+missing or unfinished (:func:`sync_runs`: e.g. a driver died after the cell), each under the cell's
+claim. The invocation's parent run is created with the first cell it logs: a rerun with every cell
+done and logged creates no MLflow run.
 It returns the manifest rows (``data/grid.json``) with what was done; the train stage writes
 them. A failing cell does not stop the grid.
 """
@@ -25,12 +25,10 @@ from typing import Any
 from pipeline import __version__
 from pipeline.config import Params, expand
 from pipeline.fingerprint import code_fingerprint
-from pipeline.runtime import layout, storage
-from pipeline.runtime.cell_workers import run_cells
-from pipeline.runtime.cells import CellOutcome
-from pipeline.runtime.claims import Claims
+from pipeline.runtime.backends.cell_workers import run_cells
+from pipeline.runtime.backends.executor import resolve_auto_modes
+from pipeline.runtime.cells.one_cell import CellOutcome
 from pipeline.runtime.context import cells_root, dataset_path, git_sha, tracking_uri
-from pipeline.runtime.executor import resolve_auto_modes
 from pipeline.runtime.grid_run import (
     Entry,
     first_per_training,
@@ -39,9 +37,11 @@ from pipeline.runtime.grid_run import (
     stale_summary,
     train,
 )
-from pipeline.runtime.storage import Dir
-from pipeline.runtime.store import inspect, store_root
-from pipeline.runtime.tracking import (
+from pipeline.runtime.store import files, layout
+from pipeline.runtime.store.claims import Claims
+from pipeline.runtime.store.files import Dir
+from pipeline.runtime.store.folders import inspect, store_root
+from pipeline.runtime.tracking.runs import (
     Invocation,
     RunRef,
     Tracker,
@@ -80,7 +80,7 @@ def train_grid(params: Params) -> TrainedGrid:
     """Train every cell of ``params``' grid that the store does not hold yet (see the module
     docstring); raises :class:`StaleCellsError` before any work when cells are stale and
     ``train.on_code_change`` is ``fail``."""
-    dataset = storage.read_dataset(dataset_path(params.data.name))
+    dataset = files.read_dataset(dataset_path(params.data.name))
     root, snaps, policy = cells_root(params), params.stats.epochs, params.train.on_code_change
     cells, measured = resolve_auto_modes(expand(params), dataset.input_shape, params.compute,
                                          params.train.threads, params.plugins)
@@ -211,7 +211,7 @@ def sync_runs(tracker: Tracker, parent: Invocation, entries: Sequence[Entry],
                 if found is None or found.status not in ("FINISHED", "FAILED"):
                     history = []
                     if e.record.get("status") == "ok":
-                        history = storage.read_frame(e.folder / layout.HISTORY).to_dict("records")
+                        history = files.read_frame(e.folder / layout.HISTORY).to_dict("records")
                     cells.append((e.record, history))
             if cells:
                 record_cells(tracker, parent.run_id, cells, now)

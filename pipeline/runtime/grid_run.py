@@ -11,8 +11,8 @@ fingerprint and the dataset hash) and decides:
   cell is trained anew beside it; with ``fail`` the stage stops before any work;
 - ``train``: nothing usable — trained.
 
-:func:`train` claims the cells to train (:mod:`pipeline.runtime.claims`), runs them, logs each to
-MLflow before releasing its claim, and waits for cells another live driver is training. The
+:func:`train` claims the cells to train (:mod:`pipeline.runtime.store.claims`), runs them, logs each
+to MLflow before releasing its claim, and waits for cells another live driver is training. The
 staging folders of a cell are removed only by the holder of its claim: when it takes the claim
 (the previous holder released it or died) and when its own writer has returned.
 """
@@ -27,10 +27,10 @@ from typing import Any
 
 from pipeline.fingerprint import code_fingerprint
 from pipeline.grid import Cell
-from pipeline.runtime.cells import CellOutcome
-from pipeline.runtime.claims import Claims
-from pipeline.runtime.storage import Dir, Location, remove_staging
-from pipeline.runtime.store import (
+from pipeline.runtime.cells.one_cell import CellOutcome
+from pipeline.runtime.store.claims import Claims
+from pipeline.runtime.store.files import Dir, Location, remove_staging
+from pipeline.runtime.store.folders import (
     CellState,
     cell_folder,
     inspect,

@@ -249,7 +249,7 @@ def save(stage: str, memo_key: str, files: Iterable[Path | str] = (),
             "watched": watched, "databases": identities, "info": dict(info or {})}
     path = memo_path(stage)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # pipeline.runtime.storage's
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # pipeline.runtime.store.files's
     tmp.write_text(json.dumps(memo, indent=1, sort_keys=True))  # writes import pandas
     os.replace(tmp, path)
     return True

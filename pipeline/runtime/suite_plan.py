@@ -32,7 +32,7 @@ import yaml
 
 from pipeline.config.suite import Suite
 from pipeline.runtime.progress import SUITE_JSON
-from pipeline.runtime.storage import atomic_write_bytes
+from pipeline.runtime.store.files import atomic_write_bytes
 
 RUNS = Path("runs")
 NOT_PER_TASK = ("geometry",)  # stages of dvc.yaml that depend on no task

@@ -3,7 +3,8 @@
 The tuple form is Whiteley's (arXiv 2607.09405): a clean anchor x ~ π, a positive through the
 dataset's view function, negatives i.i.d. from π — here drawn from a pool of unseen points: the
 held-out inputs that are not anchors, or fresh draws where π is known. Pure: the encoders come
-in as modules (:func:`pipeline.runtime.evaluate.load_encoders` reads them from a cell's folder).
+in as modules (:func:`pipeline.runtime.cells.evaluate.load_encoders` reads them from a cell's
+folder).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.runtime.tracking import Tracker
+from pipeline.runtime.tracking.runs import Tracker
 
 
 @pytest.fixture

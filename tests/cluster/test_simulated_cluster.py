@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipeline.runtime import store
+from pipeline.runtime.store import folders
 from tests.cluster.ray_nodes import Cluster, Node, manifest_entrypoint
 from tests.conftest import ROOT, copy_project, venv_env
 
@@ -53,7 +53,7 @@ def _done(cells: Path) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     for cell in sorted(cells.iterdir()) if cells.exists() else []:
         out[cell.name] = [v for v in cell.iterdir()
-                          if not v.name.startswith(".") and store.inspect(v).status == "done"]
+                          if not v.name.startswith(".") and folders.inspect(v).status == "done"]
     return {c: v for c, v in out.items() if v}
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipeline.runtime import store
+from pipeline.runtime.store import folders
 from tests.conftest import ROOT, cell_runs, venv_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.ray]
@@ -54,7 +54,7 @@ def _done(cells: Path) -> dict[str, Path]:
     out = {}
     for cell in (cells.iterdir() if cells.exists() else []):
         for version in cell.iterdir():
-            if not version.name.startswith(".") and store.inspect(version).status == "done":
+            if not version.name.startswith(".") and folders.inspect(version).status == "done":
                 out[cell.name] = version
     return out
 
@@ -63,7 +63,7 @@ def _leftovers(cells: Path) -> list[Path]:
     """Staging folders (a cell being written) and anything in a version folder without a record."""
     out = [p for p in cells.glob("*/.*")]
     out += [v for v in cells.glob("*/*") if not v.name.startswith(".")
-            and store.inspect(v).status == "todo"]
+            and folders.inspect(v).status == "todo"]
     return out
 
 
@@ -122,7 +122,7 @@ def test_losing_a_worker_node_mid_grid(tmp_path, tiny_params, monkeypatch):
     import ray
     from ray.cluster_utils import Cluster
 
-    from pipeline.runtime.executor import loopback_only
+    from pipeline.runtime.backends.executor import loopback_only
     from stages import prepare, resolve, train
 
     loopback_only()

@@ -1,4 +1,5 @@
-"""Loop-from-the-definition references for pipeline.stats.profiles (Agarwal et al. 2021, §4).
+"""Loop-from-the-definition references for pipeline.stats.comparisons.profiles (Agarwal et al. 2021,
+§4).
 
 Plain Python lists and loops over one (blocks × methods × seeds) nested list, NaN as missing;
 no code shared with the package.

@@ -31,7 +31,7 @@ from pipeline.probe.frozen import ProbeSettings
 from pipeline.probe.knn import weighted_knn
 from pipeline.report.grid.figure_plan import fewshot_panels, fewshot_specs
 from pipeline.report.render.figures import draw
-from pipeline.runtime.probe_ops import fewshot_rows, fewshot_summary
+from pipeline.runtime.backends.probe_ops import fewshot_rows, fewshot_summary
 
 GRID = [0.01, 0.1, 1.0]  # the large C of the default grid: slow fits on separable rows
 

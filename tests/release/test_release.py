@@ -152,7 +152,7 @@ def test_read_release_refuses_a_folder_that_is_not_one(tmp_path):
 
 
 def test_a_release_is_one_mlflow_run_with_its_archive(released, tmp_path, monkeypatch):
-    from pipeline.runtime.tracking import Tracker
+    from pipeline.runtime.tracking.runs import Tracker
 
     _, path = released
     monkeypatch.chdir(tmp_path)  # the SQLite store's default artifact root is relative to here

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.metrics import lookup
 from pipeline.report.grid.ranks import CrossComparison, gating_note, notes, pairs_table
-from pipeline.stats.compare import compare
+from pipeline.stats.comparisons.compare import compare
 from tests.report.test_latex_symbols import suite
 from tests.stats.test_omnibus_and_posthoc import GATED
 

@@ -1,6 +1,6 @@
 """The performance profile and the optimality gap in the report: ranks.csv's gap columns and
-the profile figure's table follow pipeline.stats.profiles on the cells' score array; the figure
-draws (reports/plots/performance_profile.png)."""
+the profile figure's table follow pipeline.stats.comparisons.profiles on the cells' score array; the
+figure draws (reports/plots/performance_profile.png)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from pipeline.report.grid.ranks import cross_compare, profile_table, ranks_table, score_array
 from pipeline.report.render.profile_plot import performance_profile
 from pipeline.seeding import numpy_generator
-from pipeline.stats.profiles import performance_profiles
+from pipeline.stats.comparisons.profiles import performance_profiles
 
 
 def _cells(offsets: dict[str, float], seeds: int = 4, noise: float = 0.02) -> pd.DataFrame:

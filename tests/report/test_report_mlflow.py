@@ -1,4 +1,4 @@
-"""The report stage's MLflow logging (pipeline.runtime.report_tracking.track) against a real
+"""The report stage's MLflow logging (pipeline.runtime.tracking.report_metrics.track) against a real
 SQLite store: each cell's report metrics land in its training's run exactly as the one-at-a-time
 path logged them (names, values, steps, runs); values a run already holds are not logged again;
 reports/ goes to the workspace's train run once, and a rerun with the same reports creates no
@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.runtime import report_tracking, tracking
-from pipeline.runtime.report_logger import ReportLogger
-from pipeline.runtime.tracking import Tracker, cell_metrics, run_key
+from pipeline.runtime.tracking import report_metrics, runs
+from pipeline.runtime.tracking.report_logger import ReportLogger
+from pipeline.runtime.tracking.runs import Tracker, cell_metrics, run_key
 from tests.conftest import ROOT, mlflow_runs
 
 EXPERIMENT = "contrastive-bench"  # what tests.conftest.mlflow_runs reads
@@ -53,7 +53,7 @@ def _store(tmp_path, grid: pd.DataFrame, experiment: str = EXPERIMENT) -> Tracke
 def _one_at_a_time(tracker: Tracker, grid: pd.DataFrame, values) -> None:
     """The report stage's logging before: one log_batch into each run, every metric."""
     run_ids = {key: run.info.run_id for key, run in tracker.cell_runs().items()}
-    for run_id, metrics in report_tracking._run_metrics(run_ids, grid, values).items():
+    for run_id, metrics in report_metrics._run_metrics(run_ids, grid, values).items():
         tracker.log(run_id, metrics=metrics)
 
 
@@ -91,7 +91,7 @@ def test_changed_metrics_are_logged_as_the_one_at_a_time_path_did(tmp_path, monk
     old, new = _store(tmp_path, grid, "one-at-a-time"), _store(tmp_path, grid)
     _one_at_a_time(old, grid, values)
     reports = _reports(tmp_path, "board")
-    assert report_tracking.track(new, grid, values, reports)[0] == 4  # one batch per training's run
+    assert report_metrics.track(new, grid, values, reports)[0] == 4  # one batch per training's run
     expected = _logged(old)
     assert _logged(new) == expected
     # from the definition: an unshared cell's run holds its values at step 0; the shared
@@ -101,13 +101,13 @@ def test_changed_metrics_are_logged_as_the_one_at_a_time_path_did(tmp_path, monk
                               for k, v in values[c]}
 
     # a rerun with the same values logs nothing: no metric row is added
-    assert report_tracking.track(new, grid, values, reports) == (0, None)
+    assert report_metrics.track(new, grid, values, reports) == (0, None)
     assert _logged(new) == expected
 
     # one value changed: only its run gets a batch, holding only that metric; the latest values
     # equal those the one-at-a-time path leaves
     values["c2"][0] = (values["c2"][0][0], values["c2"][0][1] + 1.0)
-    assert report_tracking.track(new, grid, values, reports)[0] == 1
+    assert report_metrics.track(new, grid, values, reports)[0] == 1
     _one_at_a_time(old, grid, values)
     assert _latest(new) == _latest(old)
     now = _logged(new)
@@ -128,38 +128,38 @@ def test_reports_go_once_to_the_train_run_and_a_rerun_creates_no_run(tmp_path, m
     train = tracker.start_parent("train", {})
     reports = _reports(tmp_path, "board")
     # this repro's train run
-    assert report_tracking.track(tracker, grid, values, reports)[1] == train
+    assert report_metrics.track(tracker, grid, values, reports)[1] == train
     assert sorted(f.path for f in client.list_artifacts(train, "reports")) == [
         "reports/leaderboard.md", "reports/plots"]
     before = mlflow_runs(db)
 
-    assert report_tracking.track(tracker, grid, values, reports) == (0, None)  # nothing new
+    assert report_metrics.track(tracker, grid, values, reports) == (0, None)  # nothing new
     after = mlflow_runs(db)
     assert sorted(after.run_id) == sorted(before.run_id)
 
     # other reports after a train invocation that already holds its own: a report run
     changed = _reports(tmp_path, "another board")
-    logged, run_id = report_tracking.track(tracker, grid, values, changed)
+    logged, run_id = report_metrics.track(tracker, grid, values, changed)
     assert logged == 0 and run_id not in (None, train)
     run = client.get_run(run_id)
     assert (run.data.tags["cbench.stage"], run.info.status) == ("report", "FINISHED")
     path = client.download_artifacts(run_id, "reports/leaderboard.md", str(tmp_path / "got"))
     assert open(path).read() == "another board"
     assert len(mlflow_runs(db)) == len(before) + 1
-    assert report_tracking.track(tracker, grid, values, changed) == (0, None)
+    assert report_metrics.track(tracker, grid, values, changed) == (0, None)
     assert len(mlflow_runs(db)) == len(before) + 1
 
 
 def test_the_folder_digest_changes_with_a_name_or_a_byte(tmp_path):
     folder = _reports(tmp_path, "board")
-    first = report_tracking.folder_digest(folder)
-    assert report_tracking.folder_digest(folder) == first
+    first = report_metrics.folder_digest(folder)
+    assert report_metrics.folder_digest(folder) == first
     (folder / "leaderboard.md").write_text("boarD")
-    assert report_tracking.folder_digest(folder) != first
+    assert report_metrics.folder_digest(folder) != first
     (folder / "leaderboard.md").write_text("board")
-    assert report_tracking.folder_digest(folder) == first
+    assert report_metrics.folder_digest(folder) == first
     (folder / "leaderboard.md").rename(folder / "leaderboard.txt")
-    assert report_tracking.folder_digest(folder) != first
+    assert report_metrics.folder_digest(folder) != first
     assert len(first) == 64
 
 
@@ -171,7 +171,7 @@ def test_the_cell_runs_read_in_another_process_are_the_runs_search_returns(tmp_p
     monkeypatch.chdir(tmp_path)
     tracker = _store(tmp_path, grid)
     reports = _reports(tmp_path, "board")
-    report_tracking.track(tracker, grid, values, reports)
+    report_metrics.track(tracker, grid, values, reports)
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         read = pool.submit(cell_metrics, tracker.uri, EXPERIMENT).result()
     expected = {key: (run.info.run_id, run.data.metrics)
@@ -182,8 +182,8 @@ def test_the_cell_runs_read_in_another_process_are_the_runs_search_returns(tmp_p
 
     # a change logged with the other process's reading, then a rerun that reads them itself
     values["c1"][1] = (values["c1"][1][0], values["c1"][1][1] - 2.0)
-    assert report_tracking.log_metrics(tracker, grid, values, read) == 1
-    assert report_tracking.log_metrics(tracker, grid, values) == 0
+    assert report_metrics.log_metrics(tracker, grid, values, read) == 1
+    assert report_metrics.log_metrics(tracker, grid, values) == 0
     assert _latest(tracker)["c1"] == dict(values["c1"])
 
 
@@ -195,7 +195,7 @@ def test_the_logger_logs_what_track_logs(tmp_path, monkeypatch, grid, values, ba
     monkeypatch.chdir(tmp_path)
     expected, got = _store(tmp_path, grid, "by-track"), _store(tmp_path, grid)
     reports = _reports(tmp_path, "board")
-    want = report_tracking.track(expected, grid, values, reports)
+    want = report_metrics.track(expected, grid, values, reports)
     with ReportLogger(got.uri, EXPERIMENT, grid, background=background) as logger:
         assert logger.background is background
         logger.metrics(values)
@@ -219,7 +219,7 @@ def test_an_error_in_the_logging_process_is_raised_with_its_traceback(tmp_path, 
     def failing(*args, **kwargs):  # the forked process sees this module's patched function
         raise OSError("the store is read-only")
 
-    monkeypatch.setattr(report_tracking, "log_metrics", failing)
+    monkeypatch.setattr(report_metrics, "log_metrics", failing)
     with pytest.raises(RuntimeError, match="(?s)MLflow logging failed in its process.*"
                                            "OSError: the store is read-only"):
         with ReportLogger(tracker.uri, EXPERIMENT, grid, background=True) as logger:
@@ -236,7 +236,7 @@ def test_a_logger_that_failed_before_the_metrics_says_so_when_handed_them(tmp_pa
     def failing(uri, experiment):
         raise OSError("cannot read the runs")
 
-    monkeypatch.setattr(tracking, "cell_metrics", failing)  # seen by the forked process
+    monkeypatch.setattr(runs, "cell_metrics", failing)  # seen by the forked process
     logger = ReportLogger(tracker.uri, EXPERIMENT, grid, background=True)
     logger._process.join(60)  # it has failed and ended before the report is built
     with pytest.raises(RuntimeError, match="(?s)failed in its process.*cannot read the runs"):

@@ -16,7 +16,7 @@ from pipeline.report.suite.board import TaskInput, suite_board
 from pipeline.report.suite.publish import render
 from pipeline.report.suite.render import aggregate_rows
 from pipeline.seeding import numpy_generator
-from pipeline.stats.profiles import performance_profiles
+from pipeline.stats.comparisons.profiles import performance_profiles
 from tests.oracles.profile_oracles import normalise_loop, optimality_gap_loop
 
 GROUP_BY = ["loss", "k", "tau", "arch"]

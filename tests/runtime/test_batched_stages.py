@@ -16,10 +16,10 @@ import pytest
 
 from pipeline.config import expand, from_mapping, merge
 from pipeline.datasets import load_dataset
-from pipeline.runtime import storage
-from pipeline.runtime.cell_tasks import stats_cell
-from pipeline.runtime.dask_ops import compute_bounds, compute_search, compute_stats
-from pipeline.runtime.tables import stats_tables
+from pipeline.runtime.backends.dask_ops import compute_bounds, compute_search, compute_stats
+from pipeline.runtime.cells.analyses import stats_cell
+from pipeline.runtime.cells.tables import stats_tables
+from pipeline.runtime.store import files
 
 pytestmark = pytest.mark.slow
 RTOL = 1e-9
@@ -32,13 +32,13 @@ def _embeddings(tmp_path, rng):
         for epoch in (2, 0):
             z = rng.normal(size=(120, 5)).astype(np.float32)
             path = tmp_path / f"{name}-{epoch}.parquet"
-            storage.write_table(storage.embeddings_table(
+            files.write_table(files.embeddings_table(
                 {0: z, 1: z + rng.normal(0, 0.1, z.shape).astype(np.float32)}, None,
                 {"cell_id": name}), path)
             paths[(name, epoch)] = path
     bad = rng.normal(size=(120, 5)).astype(np.float32)
     bad[3, 1] = np.nan
-    storage.write_table(storage.embeddings_table({0: bad, 1: bad}, None, {"cell_id": "nan"}),
+    files.write_table(files.embeddings_table({0: bad, 1: bad}, None, {"cell_id": "nan"}),
                         tmp_path / "nan.parquet")
     paths[("nan", 2)] = tmp_path / "nan.parquet"
     paths[("missing", 2)] = tmp_path / "missing.parquet"
@@ -107,7 +107,7 @@ def test_a_failing_cell_gets_its_row_and_the_batch_goes_on(tiny_params, tmp_path
     assert len(supervised) == 2 and contrastive.objective == "contrastive"
     cells = [supervised[0], contrastive, supervised[1]]
     dataset = load_dataset("laplace", 60, 20, 0, {"input_dim": 16})
-    storage.write_dataset(dataset, tmp_path / "dataset.parquet")
+    files.write_dataset(dataset, tmp_path / "dataset.parquet")
     folders = {c.cell_id: tmp_path / "cells" / c.cell_id for c in cells}
     table = compute_bounds(cells, tmp_path / "dataset.parquet", folders, params.bounds,
                            params.compute, 1)
@@ -128,22 +128,22 @@ def test_a_stage_reads_its_dataset_once_for_every_batch(tmp_path, tiny_params, m
                                                         n_workers):
     """per_cell reads the dataset once through Run.share (not once per batch, nor shipped to
     each): every batch, forked workers included, holds the one array read here."""
-    from pipeline.runtime import dask_ops
+    from pipeline.runtime.backends import dask_ops
 
     params = from_mapping(tiny_params)
     cells = expand(params)[:12]
     data = load_dataset("laplace", 60, 20, 0, {"input_dim": 16})
     path = tmp_path / "data.parquet"
-    storage.write_dataset(data, path)
+    files.write_dataset(data, path)
     reads: list[int] = []
-    read = storage.read_dataset
+    read = files.read_dataset
 
     def counted(where):
         got = read(where)
         reads.append(got.x_train.ctypes.data)
         return got
 
-    monkeypatch.setattr(storage, "read_dataset", counted)
+    monkeypatch.setattr(files, "read_dataset", counted)
     got = dask_ops.per_cell(_dataset_address, cells, path, {c.cell_id: str(tmp_path)
                                                              for c in cells},
                             None, params.compute, n_workers, "test")

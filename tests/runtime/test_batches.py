@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.runtime.scheduler import BATCHES_PER_WORKER, batches
+from pipeline.runtime.backends.scheduler import BATCHES_PER_WORKER, batches
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 31, 32, 33, 100, 1000, 2999])

@@ -1,4 +1,5 @@
-"""The cluster model (pipeline/runtime/capacity.py) against closed forms and brute force."""
+"""The cluster model (pipeline/runtime/backends/capacity.py) against closed forms and brute
+force."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.runtime import capacity
-from pipeline.runtime.capacity import Overheads, crossover_nodes, makespan, predict, slots_per_node
+from pipeline.runtime.backends import capacity
+from pipeline.runtime.backends.capacity import (
+    Overheads,
+    crossover_nodes,
+    makespan,
+    predict,
+    slots_per_node,
+)
 
 
 def greedy_reference(times, slots):

@@ -1,15 +1,15 @@
-"""A cell folder's file names are spelled once, in ``pipeline/runtime/layout.py``: no other module
-of ``pipeline/`` or ``stages/`` holds a string equal to one of them, or the start of a
+"""A cell folder's file names are spelled once, in ``pipeline/runtime/store/layout.py``: no other
+module of ``pipeline/`` or ``stages/`` holds a string equal to one of them, or the start of a
 snapshot's name (``embeddings_e``), so adding a file to a cell is a change in one place."""
 
 from __future__ import annotations
 
 import ast
 
-from pipeline.runtime import layout
+from pipeline.runtime.store import layout
 from tests.conftest import ROOT
 
-LAYOUT = ROOT / "pipeline" / "runtime" / "layout.py"
+LAYOUT = ROOT / "pipeline" / "runtime" / "store" / "layout.py"
 # the start of each snapshot's name: "<stem>_e" before the epoch
 PREFIXES = tuple(name.split(".")[0] + "_e" for name in layout.SNAPSHOTTED)
 
@@ -41,7 +41,7 @@ def test_no_cell_file_name_is_spelled_outside_the_layout():
             for line, text in _strings(ast.parse(path.read_text(), str(path))):
                 if text in names or text.startswith(PREFIXES):
                     offenders.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
-    assert not offenders, "use pipeline.runtime.layout's names: " + "; ".join(offenders)
+    assert not offenders, "use pipeline.runtime.store.layout's names: " + "; ".join(offenders)
 
 
 def test_the_scan_sees_a_spelled_name():

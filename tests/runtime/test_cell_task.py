@@ -7,7 +7,7 @@ import pickle
 import dask
 import pytest
 
-from pipeline.runtime.tasks import CellDataError, Failed, failure, task
+from pipeline.runtime.cells.task import CellDataError, Failed, failure, task
 
 calls: list[str] = []
 

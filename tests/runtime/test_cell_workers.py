@@ -1,7 +1,7 @@
-"""The train stage's forked cell workers (pipeline/runtime/cell_workers.py), on real processes:
-the cells they train are the cells one process trains; a worker that dies loses only its cell,
-retried up to ``compute.max_retries`` and then failed (environment, no record) while the rest of
-the grid goes on; the workers die with their stage; and which grids fork at all."""
+"""The train stage's forked cell workers (pipeline/runtime/backends/cell_workers.py), on real
+processes: the cells they train are the cells one process trains; a worker that dies loses only its
+cell, retried up to ``compute.max_retries`` and then failed (environment, no record) while the rest
+of the grid goes on; the workers die with their stage; and which grids fork at all."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ import pytest
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.plugins import load_plugins
-from pipeline.runtime import cell_workers, layout, storage
-from pipeline.runtime.cells import run_cell
-from pipeline.runtime.failures import ENVIRONMENT
+from pipeline.runtime.backends import cell_workers
+from pipeline.runtime.cells.failures import ENVIRONMENT
+from pipeline.runtime.cells.one_cell import run_cell
+from pipeline.runtime.store import files, layout
 
 pytestmark = pytest.mark.skipif(not cell_workers.FORK, reason="forked workers: Linux only")
 PLUGIN = str(Path(__file__).with_name("worker_fault_plugin.py"))
@@ -61,9 +62,9 @@ def test_forked_workers_train_the_cells_one_process_trains(tiny_params, tmp_path
         here = run_cell(cell, dataset, tmp_path / "here" / cell.cell_id, META, 1, [])
         for view in (0, 1):
             np.testing.assert_allclose(
-                storage.read_embeddings(tmp_path / "forked" / cell.cell_id / layout.EMBEDDINGS,
+                files.read_embeddings(tmp_path / "forked" / cell.cell_id / layout.EMBEDDINGS,
                                         view),
-                storage.read_embeddings(tmp_path / "here" / cell.cell_id / layout.EMBEDDINGS,
+                files.read_embeddings(tmp_path / "here" / cell.cell_id / layout.EMBEDDINGS,
                                         view), rtol=1e-5, atol=1e-6)
         assert got[cell.cell_id].record["final_loss"] == pytest.approx(
             here.record["final_loss"], rel=1e-5)
@@ -77,7 +78,7 @@ def test_a_lost_worker_is_retried_on_a_new_one(tiny_params, tmp_path, monkeypatc
     assert len(list(tmp_path.glob("killed-*"))) == 1  # one worker died under a cell
     assert {o.status for o in got.values()} == {"ok"}, [o.reason for o in got.values()]
     for cell in cells:  # every cell published, the lost try's included
-        record = storage.read_json(tmp_path / "cells" / cell.cell_id / layout.RECORD)
+        record = files.read_json(tmp_path / "cells" / cell.cell_id / layout.RECORD)
         assert record["status"] == "ok"
 
 
@@ -108,7 +109,7 @@ DRIVER = textwrap.dedent("""
     from pipeline.config import expand, from_mapping
     from pipeline.datasets import load_dataset
     from pipeline.plugins import load_plugins
-    from pipeline.runtime import cell_workers
+    from pipeline.runtime.backends import cell_workers
     import copy
     from tests.conftest import ROOT, TINY, merge, read_yaml
     p = merge(read_yaml(ROOT / "params.yaml"), copy.deepcopy(TINY))

@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.config import ConfigError, expand, from_mapping, merge
 from pipeline.datasets import laplace_dataset
-from pipeline.runtime import context, storage
+from pipeline.runtime import context
+from pipeline.runtime.store import files
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_manifest_helpers(workspace, tiny_params):
     rows = [{"cell_id": cells[0].cell_id, "status": "ok", "path": str(workspace / "s" / "a")},
             {"cell_id": cells[1].cell_id, "status": "failed", "path": str(workspace / "s" / "b")},
             {"cell_id": "gone", "status": "ok", "path": ""}]  # not in this grid, no folder
-    storage.atomic_write_json(context.GRID, {"cells": rows})
+    files.atomic_write_json(context.GRID, {"cells": rows})
     grid = context.read_grid()
     assert list(context.trained_rows(grid).cell_id) == [cells[0].cell_id, "gone"]
     assert context.trained_cells(params) == [cells[0]]  # only cells of the current grid
@@ -54,7 +55,7 @@ def test_manifest_helpers(workspace, tiny_params):
 
 def test_shared_dataset_uploads_once_per_content(workspace, tiny_params):
     ds = laplace_dataset(4, 20, 10, seed=0)
-    storage.write_dataset(ds, context.dataset_path(ds.name))
+    files.write_dataset(ds, context.dataset_path(ds.name))
     local = from_mapping(tiny_params)
     assert context.shared_dataset(local) == context.dataset_path(ds.name).resolve()
     remote_params = from_mapping(merge(tiny_params, {"compute": {"storage": f"file://{workspace}/remote"}}))

@@ -1,4 +1,4 @@
-"""What each cell cost (pipeline/runtime/cost.py), checked against the OS's own counters.
+"""What each cell cost (pipeline/runtime/cells/cost.py), checked against the OS's own counters.
 
 - peak RSS: one cell trained by ``run_cell`` (what a Ray worker calls) in a fresh subprocess
   that first allocates and frees a spike larger than the cell; its recorded peak is compared
@@ -28,7 +28,7 @@ from pipeline.report.grid import leaderboard
 from pipeline.report.grid.figure_plan import cost_points, pareto_front, plan
 from pipeline.report.grid.tables import COST_TOTALS, aggregate, cost_totals
 from pipeline.report.render import figures
-from pipeline.runtime import cost
+from pipeline.runtime.cells import cost
 from tests.conftest import ROOT, venv_env
 from tests.oracles.cost_oracles import pareto_front_brute
 
@@ -48,7 +48,7 @@ import psutil
 
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
-from pipeline.runtime.cells import run_cell
+from pipeline.runtime.cells.one_cell import run_cell
 
 params = json.loads(sys.argv[1])
 cell = expand(from_mapping(params))[0]

@@ -17,9 +17,9 @@ import pytest
 import ray
 
 from pipeline.config import from_mapping
-from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import compute_stats
-from pipeline.runtime.executor import loopback_only
+from pipeline.runtime.backends.dask_ops import compute_stats
+from pipeline.runtime.backends.executor import loopback_only
+from pipeline.runtime.store import files
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 RTOL = 1e-12
@@ -55,7 +55,7 @@ def _cells(tmp_path, rng):
             z = (z * scale).astype(np.float32)
             pos = (z + 0.1 * rng.normal(size=z.shape)).astype(np.float32)
             path = tmp_path / f"{name}-e{epoch}.parquet"
-            storage.write_table(storage.embeddings_table({0: z, 1: pos}, None, {"cell_id": name}),
+            files.write_table(files.embeddings_table({0: z, 1: pos}, None, {"cell_id": name}),
                                 path)
             paths[(name, epoch)] = path
     return paths

@@ -8,15 +8,15 @@ import pytest
 import scipy.stats
 
 from pipeline.config import from_mapping
-from pipeline.runtime import storage
-from pipeline.runtime.dask_ops import compute_stats
+from pipeline.runtime.backends.dask_ops import compute_stats
+from pipeline.runtime.store import files
 
 pytestmark = pytest.mark.slow
 
 
 def _write(tmp_path, name, z):
     path = tmp_path / f"{name}.parquet"
-    storage.write_table(storage.embeddings_table({0: z, 1: z}, None, {"cell_id": name}), path)
+    files.write_table(files.embeddings_table({0: z, 1: z}, None, {"cell_id": name}), path)
     return path
 
 

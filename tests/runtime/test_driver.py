@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from pipeline.runtime import driver
-from pipeline.runtime.cells import run_cell
+from pipeline.runtime.cells.one_cell import run_cell
 from pipeline.runtime.context import GRID, resolved_params, tracking_uri
-from pipeline.runtime.tracking import Tracker
+from pipeline.runtime.tracking.runs import Tracker
 from tests.conftest import mlflow_runs
 
 pytestmark = pytest.mark.slow  # trains two tiny cells, four drivers' worth of MLflow

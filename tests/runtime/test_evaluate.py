@@ -8,7 +8,7 @@ from safetensors.torch import save_file
 
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
-from pipeline.runtime.evaluate import load_encoders
+from pipeline.runtime.cells.evaluate import load_encoders
 from pipeline.train import initial_encoder, train_cell
 
 

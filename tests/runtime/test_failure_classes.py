@@ -1,5 +1,6 @@
 """A failed cell says whether it failed by itself (not retried) or its environment failed it
-(retried on the next run): ``pipeline.runtime.failures`` and the store's reading of a record."""
+(retried on the next run): ``pipeline.runtime.cells.failures`` and the store's reading of a
+record."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 import torch
 
 from pipeline.encoders.device import DeviceUnavailableError
-from pipeline.runtime import storage, store
-from pipeline.runtime.failures import CELL, ENVIRONMENT, CellTimeout, classify
+from pipeline.runtime.cells.failures import CELL, ENVIRONMENT, CellTimeout, classify
+from pipeline.runtime.store import files, folders
 from pipeline.train import DivergedError
 
 ENVIRONMENT_ERRORS = [
@@ -81,16 +82,16 @@ def test_an_error_raised_from_an_environment_failure_is_one():
 
 def _failed(folder, kind):
     folder.mkdir(parents=True)
-    storage.atomic_write_json(folder / "cell.json", {"status": "failed", "failure_class": kind,
+    files.atomic_write_json(folder / "cell.json", {"status": "failed", "failure_class": kind,
                                                      "reason": "OSError: disk full\ntrace"})
 
 
 def test_an_environment_failure_is_retried_and_a_cells_own_is_not(tmp_path):
     _failed(tmp_path / "env", ENVIRONMENT)
-    state = store.inspect(tmp_path / "env")
+    state = folders.inspect(tmp_path / "env")
     assert state.status == "todo"
     assert state.problem == "retried: an environment failure (OSError: disk full)"
     _failed(tmp_path / "own", CELL)
-    assert store.inspect(tmp_path / "own").status == "failed"
+    assert folders.inspect(tmp_path / "own").status == "failed"
     _failed(tmp_path / "old", "")  # recorded before failures had a class: the cell's own
-    assert store.inspect(tmp_path / "old").status == "failed"
+    assert folders.inspect(tmp_path / "old").status == "failed"

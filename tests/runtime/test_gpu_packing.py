@@ -19,8 +19,8 @@ import torch
 from pipeline.config import ComputeConfig, expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.plugins import load_plugins
-from pipeline.runtime import storage
-from pipeline.runtime.executor import check_resources, run_cells, start_local
+from pipeline.runtime.backends.executor import check_resources, run_cells, start_local
+from pipeline.runtime.store import files
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PLUGIN = str(Path(__file__).with_name("gpu_probe_plugin.py"))
@@ -34,7 +34,7 @@ def _places(cells, root):
 
 
 def _record(root, cell):
-    return storage.read_json(root / cell.cell_id / "cell.json")
+    return files.read_json(root / cell.cell_id / "cell.json")
 
 
 @pytest.fixture(scope="module")

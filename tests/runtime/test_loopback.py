@@ -9,8 +9,8 @@ import pytest
 import ray
 
 from pipeline.config import from_mapping
-from pipeline.runtime.executor import init_ray
-from pipeline.runtime.scheduler import scheduler
+from pipeline.runtime.backends.executor import init_ray
+from pipeline.runtime.backends.scheduler import scheduler
 
 pytestmark = pytest.mark.ray
 

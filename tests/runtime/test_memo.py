@@ -212,11 +212,11 @@ def train_grid(params):
     return types.SimpleNamespace(rows=rows, trained=mine, reused={}, done=1 - len(mine),
                                  failed=0, root="store")
 modules = {name: types.ModuleType(name) for name in
-           ("pipeline.runtime.driver", "pipeline.runtime.context", "pipeline.runtime.storage")}
+           ("pipeline.runtime.driver", "pipeline.runtime.context", "pipeline.runtime.store.files")}
 modules["pipeline.runtime.driver"].train_grid = train_grid
 modules["pipeline.runtime.driver"].StaleCellsError = type("StaleCellsError", (Exception,), {})
 modules["pipeline.runtime.context"].resolved_params = lambda: None
-modules["pipeline.runtime.storage"].atomic_write_json = (
+modules["pipeline.runtime.store.files"].atomic_write_json = (
     lambda path, obj: Path(path).write_text(json.dumps(obj)))
 sys.modules.update(modules)
 from stages import train

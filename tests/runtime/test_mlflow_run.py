@@ -10,8 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from pipeline.config import expand, from_mapping, merge, read_yaml
 from pipeline.datasets import load_dataset
-from pipeline.runtime.cells import run_cell
-from pipeline.runtime.tracking import EXPERIMENT_KIND, Tracker, record_cell
+from pipeline.runtime.cells.one_cell import run_cell
+from pipeline.runtime.tracking.runs import EXPERIMENT_KIND, Tracker, record_cell
 from tests.conftest import ROOT, TINY
 
 

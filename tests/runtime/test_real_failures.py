@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.runtime import cell_workers, layout, storage
-from pipeline.runtime.failures import CELL, ENVIRONMENT, RetryPolicy
+from pipeline.runtime.backends import cell_workers
+from pipeline.runtime.cells.failures import CELL, ENVIRONMENT, RetryPolicy
+from pipeline.runtime.store import files, layout
 from tests.runtime.test_cell_workers import _grid, _run
 
 pytestmark = pytest.mark.skipif(not cell_workers.FORK, reason="forked workers: Linux only")
@@ -28,7 +29,7 @@ def _faulty(tiny_params, tmp_path, monkeypatch, loss, times, max_retries=2, time
     (mine,) = [c for c in cells if c.loss == loss]
     (other,) = [c for c in cells if c.loss != loss]
     assert got[other.cell_id].status == "ok", got[other.cell_id].reason  # the grid goes on
-    record = storage.read_json(tmp_path / "cells" / mine.cell_id / layout.RECORD)
+    record = files.read_json(tmp_path / "cells" / mine.cell_id / layout.RECORD)
     return got[mine.cell_id], record
 
 

@@ -16,7 +16,7 @@ import pytest
 from dask import delayed
 
 from pipeline.config import ConfigError, from_mapping
-from pipeline.runtime import scheduler as sched
+from pipeline.runtime.backends import scheduler as sched
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="forked workers: Linux only")

@@ -8,7 +8,8 @@ import pandas as pd
 import stages.stats
 from pipeline.config import from_mapping
 from pipeline.grid import GRID_AXES
-from pipeline.runtime import dask_ops, layout
+from pipeline.runtime.backends import dask_ops
+from pipeline.runtime.store import layout
 
 
 def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
@@ -32,7 +33,7 @@ def test_backbone_rows_beside_head_rows(tiny_params, monkeypatch, tmp_path):
     monkeypatch.setattr(stages.stats, "resolved_params", lambda: params)
     monkeypatch.setattr(stages.stats, "read_grid", lambda: grid)
     monkeypatch.setattr(dask_ops, "compute_stats", fake_compute)
-    monkeypatch.setattr(stages.stats.storage, "write_frame",
+    monkeypatch.setattr(stages.stats.files, "write_frame",
                         lambda frame, path: written.__setitem__(path, frame))
     assert stages.stats.main([]) == 0
     head, backbone = calls

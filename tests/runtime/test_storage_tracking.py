@@ -9,21 +9,21 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.datasets import laplace_dataset
-from pipeline.runtime import storage, store
-from pipeline.runtime.tracking import Tracker, record_cell
+from pipeline.runtime.store import files, folders
+from pipeline.runtime.tracking.runs import Tracker, record_cell
 
 
 def test_embeddings_schema_is_the_design_contract(tmp_path):
     z0 = np.arange(12, dtype=np.float32).reshape(4, 3)
-    table = storage.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "abc"})
-    storage.write_table(table, tmp_path / "e.parquet")
+    table = files.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "abc"})
+    files.write_table(table, tmp_path / "e.parquet")
     schema = pq.read_schema(tmp_path / "e.parquet")
     assert schema.field("sample_id").type == pa.int64()
     assert schema.field("label").type == pa.int32()
     assert schema.field("view").type == pa.int8()
     assert schema.field("z").type == pa.list_(pa.float32(), 3)
-    np.testing.assert_array_equal(storage.read_embeddings(tmp_path / "e.parquet", 1), z0 + 1)
-    assert storage.read_metadata(tmp_path / "e.parquet")["cell_id"] == "abc"
+    np.testing.assert_array_equal(files.read_embeddings(tmp_path / "e.parquet", 1), z0 + 1)
+    assert files.read_metadata(tmp_path / "e.parquet")["cell_id"] == "abc"
 
 
 def test_read_frames_is_the_concatenation_of_each_file(tmp_path):
@@ -36,19 +36,19 @@ def test_read_frames_is_the_concatenation_of_each_file(tmp_path):
                                  "loss": pd.Series([], dtype=float)})}
     paths = {}
     for name, frame in frames.items():
-        storage.write_frame(frame, tmp_path / f"{name}.parquet")
+        files.write_frame(frame, tmp_path / f"{name}.parquet")
         paths[name] = tmp_path / f"{name}.parquet"
-    got = storage.read_frames(paths, "cell_id")
-    want = pd.concat([storage.read_frame(p).assign(cell_id=n) for n, p in paths.items()],
+    got = files.read_frames(paths, "cell_id")
+    want = pd.concat([files.read_frame(p).assign(cell_id=n) for n, p in paths.items()],
                      ignore_index=True)
     pd.testing.assert_frame_equal(got, want, check_dtype=False)  # columns in the same order
-    assert storage.read_frames({}, "cell_id").empty
+    assert files.read_frames({}, "cell_id").empty
 
 
 def test_dataset_roundtrip(tmp_path):
     ds = laplace_dataset(5, 30, 10, seed=0)
-    storage.write_dataset(ds, tmp_path / "d.parquet")
-    back = storage.read_dataset(tmp_path / "d.parquet")
+    files.write_dataset(ds, tmp_path / "d.parquet")
+    back = files.read_dataset(tmp_path / "d.parquet")
     np.testing.assert_array_equal(back.x_train, ds.x_train)
     np.testing.assert_array_equal(back.x_heldout, ds.x_heldout)
     assert back.content_hash() == ds.content_hash() and back.y_train is None
@@ -56,28 +56,28 @@ def test_dataset_roundtrip(tmp_path):
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     path = tmp_path / "x.json"
-    storage.atomic_write_json(path, {"a": 1})
+    files.atomic_write_json(path, {"a": 1})
 
     class Boom:
         def __str__(self):
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        storage.atomic_write_json(path, {"a": Boom()})
-    assert storage.read_json(path) == {"a": 1}
+        files.atomic_write_json(path, {"a": Boom()})
+    assert files.read_json(path) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary left behind
 
 
 def test_a_half_written_cell_is_not_done(tmp_path):
-    folder = store.cell_folder(tmp_path, "c1", "v1")
+    folder = folders.cell_folder(tmp_path, "c1", "v1")
     folder.mkdir(parents=True)
     (folder / "embeddings.parquet").write_bytes(b"partial")
-    assert store.inspect(folder) == store.CellState("todo", problem="no cell.json")
-    storage.atomic_write_json(folder / "cell.json", {"status": "ok"})  # a record, no checksums
-    assert store.inspect(folder).status == "todo"
-    storage.atomic_write_json(folder / "cell.json", {
-        "status": "ok", "files": store.checksums(folder, ["embeddings.parquet"])})
-    assert store.inspect(folder).status == "done"
+    assert folders.inspect(folder) == folders.CellState("todo", problem="no cell.json")
+    files.atomic_write_json(folder / "cell.json", {"status": "ok"})  # a record, no checksums
+    assert folders.inspect(folder).status == "todo"
+    files.atomic_write_json(folder / "cell.json", {
+        "status": "ok", "files": folders.checksums(folder, ["embeddings.parquet"])})
+    assert folders.inspect(folder).status == "done"
 
 
 def test_one_run_per_cell_across_invocations(tmp_path):
@@ -147,46 +147,46 @@ def test_uri_storage_roundtrip(tmp_path):
     does."""
     import pandas as pd
 
-    root = storage.location(f"file://{tmp_path}/store")
-    assert isinstance(root, storage.ObjectPath)
-    cell = store.cell_folder(root, "c1", "v1")
+    root = files.location(f"file://{tmp_path}/store")
+    assert isinstance(root, files.ObjectPath)
+    cell = folders.cell_folder(root, "c1", "v1")
     assert cell == f"file://{tmp_path}/store/c1/v1" and cell.name == "v1"
     assert cell.parent == root / "c1" and not cell.exists()
-    assert store.inspect(cell).status == "todo"
+    assert folders.inspect(cell).status == "todo"
     z0 = np.arange(12, dtype=np.float32).reshape(4, 3)
-    storage.write_table(storage.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "c1"}),
+    files.write_table(files.embeddings_table({0: z0, 1: z0 + 1}, None, {"cell_id": "c1"}),
                         cell / "embeddings.parquet")
-    np.testing.assert_array_equal(storage.read_embeddings(cell / "embeddings.parquet", 1), z0 + 1)
-    assert storage.embed_dim(cell / "embeddings.parquet") == 3
-    assert storage.read_metadata(cell / "embeddings.parquet")["cell_id"] == "c1"
+    np.testing.assert_array_equal(files.read_embeddings(cell / "embeddings.parquet", 1), z0 + 1)
+    assert files.embed_dim(cell / "embeddings.parquet") == 3
+    assert files.read_metadata(cell / "embeddings.parquet")["cell_id"] == "c1"
     history = pd.DataFrame({"epoch": [1, 2], "loss": [0.5, 0.25]})
-    storage.write_frame(history, cell / "history.parquet")
-    pd.testing.assert_frame_equal(storage.read_frame(cell / "history.parquet"), history)
-    assert store.inspect(cell).status == "todo"  # no cell.json yet: not done
-    files = store.checksums(cell, ["embeddings.parquet", "history.parquet"])
-    storage.atomic_write_json(cell / "cell.json", {"status": "ok", "files": files})
-    assert store.inspect(cell).status == "done" and store.versions(root, "c1") == ["v1"]
+    files.write_frame(history, cell / "history.parquet")
+    pd.testing.assert_frame_equal(files.read_frame(cell / "history.parquet"), history)
+    assert folders.inspect(cell).status == "todo"  # no cell.json yet: not done
+    sums = folders.checksums(cell, ["embeddings.parquet", "history.parquet"])
+    files.atomic_write_json(cell / "cell.json", {"status": "ok", "files": sums})
+    assert folders.inspect(cell).status == "done" and folders.versions(root, "c1") == ["v1"]
     local = tmp_path / "store" / "c1" / "v1"
     assert sorted(p.name for p in local.iterdir()) == ["cell.json", "embeddings.parquet",
                                                        "history.parquet"]  # no temporaries
-    assert storage.file_sha256(cell / "cell.json") == storage.file_sha256(local / "cell.json")
-    assert storage.read_bytes(cell / "cell.json") == (local / "cell.json").read_bytes()
-    storage.remove_tree(cell)
+    assert files.file_sha256(cell / "cell.json") == files.file_sha256(local / "cell.json")
+    assert files.read_bytes(cell / "cell.json") == (local / "cell.json").read_bytes()
+    files.remove_tree(cell)
     assert not cell.exists() and not local.exists()
 
 
 def test_uri_write_failure_leaves_old_file_and_no_temporary(tmp_path):
-    path = storage.location(f"file://{tmp_path}/x.json")
-    storage.atomic_write_json(path, {"a": 1})
+    path = files.location(f"file://{tmp_path}/x.json")
+    files.atomic_write_json(path, {"a": 1})
     with pytest.raises(TypeError):
-        storage.atomic_write_bytes(path, 12345)  # fails after the temporary was opened
-    assert storage.read_json(path) == {"a": 1}
+        files.atomic_write_bytes(path, 12345)  # fails after the temporary was opened
+    assert files.read_json(path) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
 
 def test_unknown_uri_scheme_names_the_location():
     with pytest.raises(ValueError, match="storage location 'nosuch://bucket/x'"):
-        storage.filesystem("nosuch://bucket/x")
+        files.filesystem("nosuch://bucket/x")
 
 
 def _searched(tracker: Tracker) -> dict[str, tuple[str, dict[str, float]]]:
@@ -207,7 +207,7 @@ def test_a_local_stores_cell_runs_read_from_its_tables_are_what_the_search_retur
     latest value, and two runs of one key (the one the search lists last wins)."""
     from mlflow.tracking import MlflowClient
 
-    from pipeline.runtime.tracking import cell_metrics, run_key
+    from pipeline.runtime.tracking.runs import cell_metrics, run_key
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     assert cell_metrics(uri, "bench") == {}  # no store yet

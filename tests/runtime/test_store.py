@@ -7,18 +7,18 @@ import subprocess
 import sys
 import time
 
-from pipeline.runtime import layout, storage, store
-from pipeline.runtime.claims import Claims, Holder
+from pipeline.runtime.store import files, folders, layout
+from pipeline.runtime.store.claims import Claims, Holder
 
 
-def _cell(folder, status="ok", files=None, finished=1.0):
+def _cell(folder, status="ok", contents=None, finished=1.0):
     folder.mkdir(parents=True, exist_ok=True)
-    for name, data in (files or {}).items():
+    for name, data in (contents or {}).items():
         (folder / name).write_bytes(data)
     record = {"status": status, "finished_at": finished, "reason": "" if status == "ok" else "x"}
     if status == "ok":
-        record["files"] = store.checksums(folder, sorted(files or {}))
-    storage.atomic_write_json(folder / "cell.json", record)
+        record["files"] = folders.checksums(folder, sorted(contents or {}))
+    files.atomic_write_json(folder / "cell.json", record)
 
 
 def _files(data):
@@ -27,46 +27,47 @@ def _files(data):
 
 
 def test_inspect_done_failed_and_missing(tmp_path):
-    assert store.inspect(tmp_path / "nothing").status == "todo"
-    _cell(tmp_path / "a", files={"embeddings.parquet": b"abc" * 100})
-    assert store.inspect(tmp_path / "a").status == "done"
+    assert folders.inspect(tmp_path / "nothing").status == "todo"
+    _cell(tmp_path / "a", contents={"embeddings.parquet": b"abc" * 100})
+    assert folders.inspect(tmp_path / "a").status == "done"
     _cell(tmp_path / "f", status="failed")
-    assert store.inspect(tmp_path / "f").status == "failed"
+    assert folders.inspect(tmp_path / "f").status == "failed"
     (tmp_path / "half").mkdir()
-    assert store.inspect(tmp_path / "half") == store.CellState("todo", problem="no cell.json")
+    assert folders.inspect(tmp_path / "half") == folders.CellState("todo", problem="no cell.json")
 
 
 def test_a_truncated_or_altered_file_makes_the_cell_todo(tmp_path):
-    _cell(tmp_path / "a", files={"embeddings.parquet": b"abc" * 100, "model.safetensors": b"w" * 9})
+    _cell(tmp_path / "a",
+          contents={"embeddings.parquet": b"abc" * 100, "model.safetensors": b"w" * 9})
     (tmp_path / "a" / "embeddings.parquet").write_bytes(b"abc" * 50)
-    state = store.inspect(tmp_path / "a")
+    state = folders.inspect(tmp_path / "a")
     assert (state.status == "todo"
             and "embeddings.parquet has 150 bytes, 300 recorded" in state.problem)
     (tmp_path / "a" / "embeddings.parquet").write_bytes(b"abd" * 100)  # same size, other bytes
-    assert "does not match its recorded SHA-256" in store.inspect(tmp_path / "a").problem
+    assert "does not match its recorded SHA-256" in folders.inspect(tmp_path / "a").problem
     (tmp_path / "a" / "embeddings.parquet").unlink()
-    assert store.inspect(tmp_path / "a").problem == "embeddings.parquet is missing"
+    assert folders.inspect(tmp_path / "a").problem == "embeddings.parquet is missing"
 
 
 def test_a_requested_snapshot_must_be_recorded(tmp_path):
-    _cell(tmp_path / "a", files={"embeddings.parquet": b"z", "embeddings_e0000.parquet": b"y"})
-    assert store.inspect(tmp_path / "a", [0]).status == "done"
-    assert store.inspect(tmp_path / "a", [0, 5]).problem == "no snapshot for epochs [5]"
+    _cell(tmp_path / "a", contents={"embeddings.parquet": b"z", "embeddings_e0000.parquet": b"y"})
+    assert folders.inspect(tmp_path / "a", [0]).status == "done"
+    assert folders.inspect(tmp_path / "a", [0, 5]).problem == "no snapshot for epochs [5]"
 
 
 def test_versions_are_listed_newest_first(tmp_path):
     _cell(tmp_path / "c1" / "old", finished=1.0)
     _cell(tmp_path / "c1" / "new", finished=2.0)
     (tmp_path / "c1" / "broken").mkdir()
-    assert store.versions(tmp_path, "c1") == ["new", "old"]
-    assert store.versions(tmp_path, "nope") == []
+    assert folders.versions(tmp_path, "c1") == ["new", "old"]
+    assert folders.versions(tmp_path, "nope") == []
 
 
 def test_publish_puts_the_staged_folder_in_place_in_one_rename(tmp_path):
     final = tmp_path / "c" / "v"
-    work = storage.staging_dir(final)
-    _cell(work, files=_files(b"new"))
-    published = store.publish(work, final)
+    work = files.staging_dir(final)
+    _cell(work, contents=_files(b"new"))
+    published = folders.publish(work, final)
     assert not published.kept and published.record["status"] == "ok"
     assert ((final / "embeddings.parquet").read_bytes() == b"new"
             and sorted(os.listdir(tmp_path / "c")) == ["v"])
@@ -75,17 +76,17 @@ def test_publish_puts_the_staged_folder_in_place_in_one_rename(tmp_path):
 def test_publish_replaces_a_failure_but_never_a_done_cell(tmp_path):
     final = tmp_path / "c" / "v"
     _cell(final, status="failed")
-    better = storage.staging_dir(final)
-    _cell(better, files=_files(b"good"))
-    assert not store.publish(better, final).kept  # a failure gives way to a good cell
-    later = storage.staging_dir(final)
-    _cell(later, files=_files(b"other"))
-    assert store.publish(later, final).kept  # the first good result stays
-    failure = storage.staging_dir(final)
+    better = files.staging_dir(final)
+    _cell(better, contents=_files(b"good"))
+    assert not folders.publish(better, final).kept  # a failure gives way to a good cell
+    later = files.staging_dir(final)
+    _cell(later, contents=_files(b"other"))
+    assert folders.publish(later, final).kept  # the first good result stays
+    failure = files.staging_dir(final)
     _cell(failure, status="failed")
-    assert store.publish(failure, final).kept  # and a failure never replaces it
+    assert folders.publish(failure, final).kept  # and a failure never replaces it
     assert ((final / "embeddings.parquet").read_bytes() == b"good"
-            and store.inspect(final).status == "done")
+            and folders.inspect(final).status == "done")
     assert sorted(os.listdir(tmp_path / "c")) == ["v"]  # the discarded copies are gone
 
 
@@ -94,18 +95,18 @@ def test_project_root_from_dvc_and_from_an_experiment_copy(tmp_path, monkeypatch
     copy = tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "standalone" / "tmpabc"
     copy.mkdir(parents=True)
     monkeypatch.chdir(copy)
-    assert store.project_root() == (tmp_path / "repo").resolve()
+    assert folders.project_root() == (tmp_path / "repo").resolve()
     monkeypatch.setenv("DVC_ROOT", str(tmp_path / "elsewhere"))
-    assert store.project_root() == (tmp_path / "elsewhere").resolve()
+    assert folders.project_root() == (tmp_path / "elsewhere").resolve()
 
 
 def test_default_store(monkeypatch, tmp_path):
     monkeypatch.setenv("CBENCH_STORE", str(tmp_path / "s"))
-    assert store.store_root(None) == tmp_path / "s"
+    assert folders.store_root(None) == tmp_path / "s"
     monkeypatch.delenv("CBENCH_STORE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert store.store_root(None) == tmp_path / "cache" / "contrastive-bench"
-    assert str(store.store_root("s3://bucket/prefix")) == "s3://bucket/prefix"
+    assert folders.store_root(None) == tmp_path / "cache" / "contrastive-bench"
+    assert str(folders.store_root("s3://bucket/prefix")) == "s3://bucket/prefix"
 
 
 def test_a_live_claim_blocks_and_a_released_one_does_not(tmp_path):
@@ -125,7 +126,7 @@ def test_a_dead_drivers_claim_is_taken_over(tmp_path):
         # same kernel and PID namespace (this test's): the PID is checked
         ghost = Holder("ghost", mine.me.host, int(dead.stdout), time.time(), mine.me.boot,
                        mine.me.pidns)
-        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", ghost.__dict__)
+        files.atomic_write_json(tmp_path / "claims" / "c-v.json", ghost.__dict__)
         assert mine.holder("c/v") is None  # its process is gone
         assert mine.try_claim("c/v")
 
@@ -133,8 +134,8 @@ def test_a_dead_drivers_claim_is_taken_over(tmp_path):
 def test_a_silent_driver_on_another_host_times_out(tmp_path):
     with Claims(tmp_path, ttl=0.5) as mine:
         other = Holder("far", "another-host", 1, time.time() - 60)
-        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", other.__dict__)
-        storage.atomic_write_json(tmp_path / "claims" / "drivers" / "far.json",
+        files.atomic_write_json(tmp_path / "claims" / "c-v.json", other.__dict__)
+        files.atomic_write_json(tmp_path / "claims" / "drivers" / "far.json",
                                   {**other.__dict__, "beat": time.time()})
         assert not mine.try_claim("c/v")  # it beats
         time.sleep(0.7)
@@ -143,7 +144,7 @@ def test_a_silent_driver_on_another_host_times_out(tmp_path):
 
 def test_concurrent_claims_have_one_winner(tmp_path):
     """Processes that ask at the same moment (released together from a barrier): one wins."""
-    code = ("import os, sys, time; from pipeline.runtime.claims import Claims\n"
+    code = ("import os, sys, time; from pipeline.runtime.store.claims import Claims\n"
             "with Claims(sys.argv[1]) as c:\n"
             "    print('ready', flush=True)\n"
             "    while not os.path.exists(sys.argv[2]): time.sleep(0.01)\n"
@@ -167,7 +168,7 @@ def test_a_cell_finished_by_another_driver_after_the_plan_is_not_trained_again(t
     claims the cell the other has trained it and released its claim. The claim is not enough:
     the cell is looked at again under it, and reused."""
     from pipeline.config import expand, from_mapping
-    from pipeline.runtime.cells import CellOutcome
+    from pipeline.runtime.cells.one_cell import CellOutcome
     from pipeline.runtime.grid_run import plan, train
 
     cells = expand(from_mapping(tiny_params))[:2]
@@ -175,7 +176,7 @@ def test_a_cell_finished_by_another_driver_after_the_plan_is_not_trained_again(t
     entries = plan(cells, root, "data", [], "retrain")
     assert [e.action for e in entries] == ["train", "train"]
     # the other driver finishes the first cell now, after this driver's plan
-    _cell(storage.location(entries[0].folder), files={"embeddings.parquet": b"z"})
+    _cell(files.location(entries[0].folder), contents={"embeddings.parquet": b"z"})
 
     ran: list[str] = []
 
@@ -190,7 +191,7 @@ def test_a_cell_finished_by_another_driver_after_the_plan_is_not_trained_again(t
 
     with Claims(root) as claims:
         trained, reused = train(entries, claims, run, lambda batch: None,
-                                lambda e: store.inspect(e.folder))
+                                lambda e: folders.inspect(e.folder))
         assert not claims.held  # the reused cell's claim was released at once
     assert ran == [cells[1].cell_id]
     assert set(trained) == {cells[1].cell_id} and set(reused) == {cells[0].cell_id}
@@ -202,7 +203,7 @@ def test_finished_cells_are_logged_in_batches_under_their_claims(tmp_path, tiny_
     cell exactly once, in batches of at most log_batch, the rest at the end of the run; each
     cell's claim is still held while its batch is logged and released right after."""
     from pipeline.config import expand, from_mapping
-    from pipeline.runtime.cells import CellOutcome
+    from pipeline.runtime.cells.one_cell import CellOutcome
     from pipeline.runtime.grid_run import plan, train
 
     params = {**tiny_params, "grid": {**tiny_params["grid"], "k": [2, 4, 8, 16], "seed": [0, 1]}}
@@ -226,7 +227,7 @@ def test_finished_cells_are_logged_in_batches_under_their_claims(tmp_path, tiny_
         return out
 
     with Claims(root) as claims:
-        trained, _ = train(entries, claims, run, on_done, lambda e: store.inspect(e.folder),
+        trained, _ = train(entries, claims, run, on_done, lambda e: folders.inspect(e.folder),
                            log_batch=3, log_seconds=3600.0)
         assert not claims.held
         assert not list((root / "claims").glob("*.json"))  # every claim file removed
@@ -237,14 +238,14 @@ def test_finished_cells_are_logged_in_batches_under_their_claims(tmp_path, tiny_
     batches.clear()
     entries = plan(cells[:2], tmp_path / "other", "data", [], "retrain")
     with Claims(tmp_path / "other") as claims:
-        train(entries, claims, run, on_done, lambda e: store.inspect(e.folder),
+        train(entries, claims, run, on_done, lambda e: folders.inspect(e.folder),
               log_batch=64, log_seconds=0.0)
     assert [len(b) for b in batches] == [1, 1]
 
 
 def test_a_failing_log_still_releases_the_batchs_claims(tmp_path, tiny_params):
     from pipeline.config import expand, from_mapping
-    from pipeline.runtime.cells import CellOutcome
+    from pipeline.runtime.cells.one_cell import CellOutcome
     from pipeline.runtime.grid_run import plan, train
 
     entries = plan(expand(from_mapping(tiny_params)), tmp_path / "store", "data", [], "retrain")
@@ -259,7 +260,7 @@ def test_a_failing_log_still_releases_the_batchs_claims(tmp_path, tiny_params):
 
     with Claims(tmp_path / "store") as claims:
         try:
-            train(entries, claims, run, on_done, lambda e: store.inspect(e.folder))
+            train(entries, claims, run, on_done, lambda e: folders.inspect(e.folder))
         except RuntimeError as err:
             assert "tracking store down" in str(err)
         else:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.runtime import layout, storage, store
-from pipeline.runtime.claims import Claims, Holder
+from pipeline.runtime.store import files, folders, layout
+from pipeline.runtime.store.claims import Claims, Holder
 from tests.conftest import ROOT
 
 UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc"]  # a new PID namespace, same hostname
@@ -69,7 +69,7 @@ def _next_beat(store_dir: Path, driver: str) -> None:
 
 DRIVER = textwrap.dedent("""
     import sys
-    from pipeline.runtime.claims import Claims
+    from pipeline.runtime.store.claims import Claims
     now = [0.0]
     with Claims(sys.argv[1], ttl=10.0, beat=0.02, clock=lambda: now[0]) as claims:
         print(claims.me.driver, flush=True)
@@ -148,10 +148,10 @@ def test_drivers_in_two_pid_namespaces_keep_each_others_live_claims(tmp_path):
 def _far(tmp_path: Path, skew: float) -> tuple[Holder, Callable[[int], None]]:
     """A holder on another host whose clock is ``skew`` seconds off; returns it and its beat."""
     far = Holder("far", "another-host", 4242, time.time() + skew)
-    storage.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(far))
+    files.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(far))
 
     def beat(count: int) -> None:
-        storage.atomic_write_json(tmp_path / "claims" / "drivers" / "far.json",
+        files.atomic_write_json(tmp_path / "claims" / "drivers" / "far.json",
                                   {**asdict(far), "count": count, "beat": time.time() + skew})
     return far, beat
 
@@ -178,7 +178,7 @@ def test_a_claim_never_seen_beating_gets_a_full_ttl_from_the_first_look(tmp_path
     now = [1000.0]
     with Claims(tmp_path, ttl=30.0, clock=lambda: now[0]) as reader:
         old = Holder("quiet", "another-host", 1, time.time() - 86400)
-        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(old))
+        files.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(old))
         assert reader.holder("c/v") == old  # first look
         now[0] += 29.0
         assert reader.holder("c/v") == old
@@ -194,11 +194,11 @@ def test_a_pid_is_checked_only_in_the_same_kernel_and_pid_namespace(tmp_path):
     with Claims(tmp_path, ttl=30.0, clock=lambda: now[0]) as reader:
         me = reader.me
         elsewhere = Holder("ns", me.host, pid, time.time(), me.boot, me.pidns + 1)
-        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(elsewhere))
-        storage.atomic_write_json(tmp_path / "claims" / "drivers" / "ns.json", {"count": 1})
+        files.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(elsewhere))
+        files.atomic_write_json(tmp_path / "claims" / "drivers" / "ns.json", {"count": 1})
         assert reader.holder("c/v") == elsewhere  # that PID is not ours to look up: it beats
         here = Holder("ns", me.host, pid, time.time(), me.boot, me.pidns)
-        storage.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(here))
+        files.atomic_write_json(tmp_path / "claims" / "c-v.json", asdict(here))
         assert reader.holder("c/v") is None  # same namespace, the process is gone: dead
 
 
@@ -208,22 +208,22 @@ WRITER = textwrap.dedent("""
     import json, sys
     from pipeline.config import expand, from_mapping
     from pipeline.datasets import load_dataset
-    from pipeline.runtime import cells
-    from pipeline.runtime.claims import Claims
+    from pipeline.runtime.cells import one_cell
+    from pipeline.runtime.store.claims import Claims
     store_dir, params, folder, key = sys.argv[1:5]
-    publish = cells.publish
+    publish = one_cell.publish
 
     def paused(work, final):  # the hook: the test stops or kills this writer here
         print("staged", work, flush=True)
         sys.stdin.readline()
         return publish(work, final)
 
-    cells.publish = paused
+    one_cell.publish = paused
     cell = expand(from_mapping(json.loads(params)))[0]
     dataset = load_dataset("laplace", 600, 200, 0, {"input_dim": 16})
     with Claims(store_dir, beat=0.02) as claims:
         assert claims.try_claim(key)
-        outcome = cells.run_cell(cell, dataset, folder, {})
+        outcome = one_cell.run_cell(cell, dataset, folder, {})
         print("done", outcome.status, int(outcome.reused), flush=True)
 """)
 
@@ -238,7 +238,7 @@ def _writer_and_retry(tmp_path, tiny_params, stop: bool):
     (``grid_run.train``, ``run_cell``)."""
     from pipeline.config import expand, from_mapping
     from pipeline.datasets import load_dataset
-    from pipeline.runtime.cells import run_cell
+    from pipeline.runtime.cells.one_cell import run_cell
     from pipeline.runtime.grid_run import plan, train
 
     dataset = load_dataset("laplace", 600, 200, 0, {"input_dim": 16})
@@ -276,19 +276,19 @@ def _writer_and_retry(tmp_path, tiny_params, stop: bool):
     with Claims(store_dir, ttl=10.0, clock=lambda: now[0]) as mine:
         if stop:  # its process is there but its heartbeat has stopped
             assert mine.holder(entry.key) is not None  # first look: a full ttl from now
-            other = storage.staging_dir(final)  # (e) another writer stages beside it
+            other = files.staging_dir(final)  # (e) another writer stages beside it
             now[0] = 9.0
             assert mine.holder(entry.key) is not None and not mine.try_claim(entry.key)
             assert work.is_dir(), "a live claim's staging was removed"
             assert other.is_dir() and other != work
-            storage.remove_tree(other)
+            files.remove_tree(other)
             now[0] = 11.0
             assert mine.holder(entry.key) is None  # a ttl of this reader's clock: dead
         trained, reused = train(entries, mine, run, lambda batch: None,
-                                lambda e: store.inspect(e.folder))
+                                lambda e: folders.inspect(e.folder))
     assert ran == [cell.cell_id] and set(trained) == {cell.cell_id} and not reused
     assert not work.exists()  # the dead claim's staging, removed by the driver that took it
-    assert store.inspect(final).status == "done"
+    assert folders.inspect(final).status == "done"
     assert sorted(os.listdir(final.parent)) == [final.name]  # no staging, lock or copy left
     return writer, final
 
@@ -316,13 +316,13 @@ def test_a_stopped_writer_that_wakes_after_its_claim_was_taken_replaces_nothing(
 
 def _stage(final: Path, content: bytes | None) -> Path:
     """A staged cell: good (every file holding ``content``) or, for None, a failure record."""
-    work = storage.staging_dir(final)
+    work = files.staging_dir(final)
     record: dict = {"status": "failed", "reason": "boom"}
     if content is not None:
         for name in layout.REQUIRED[:-1]:
             (work / name).write_bytes(content)
-        record = {"status": "ok", "files": store.checksums(work, layout.REQUIRED[:-1])}
-    storage.atomic_write_json(work / "cell.json", record)
+        record = {"status": "ok", "files": folders.checksums(work, layout.REQUIRED[:-1])}
+    files.atomic_write_json(work / "cell.json", record)
     return work
 
 
@@ -331,9 +331,9 @@ def test_a_failure_never_replaces_a_good_cell_in_either_order(tmp_path, order):
     final = tmp_path / "c" / "v"
     good, bad = _stage(final, b"good"), _stage(final, None)
     first, second = (good, bad) if order == "good-first" else (bad, good)
-    store.publish(first, final)
-    store.publish(second, final)
-    assert store.inspect(final).status == "done"
+    folders.publish(first, final)
+    folders.publish(second, final)
+    assert folders.inspect(final).status == "done"
     assert (final / "embeddings.parquet").read_bytes() == b"good"
     assert sorted(os.listdir(tmp_path / "c")) == ["v"]
 
@@ -341,7 +341,7 @@ def test_a_failure_never_replaces_a_good_cell_in_either_order(tmp_path, order):
 PUBLISHER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pipeline.runtime import storage, store
+    from pipeline.runtime.store import files, folders
     from tests.runtime.test_store_races import _stage
     root, content, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(rounds):
@@ -350,7 +350,7 @@ PUBLISHER = textwrap.dedent("""
         print("ready", flush=True)
         while not (root / f"go{i}").exists():
             pass
-        print(int(store.publish(work, final).kept), flush=True)
+        print(int(folders.publish(work, final).kept), flush=True)
 """)
 
 
@@ -369,7 +369,7 @@ def test_concurrent_failures_and_successes_keep_the_first_good_cell(tmp_path):
             said = [int(p.stdout.readline()) for p in procs]
             kept = {c: k for c, k in zip(contents, said, strict=True) if c != "-"}
             final = tmp_path / f"cell{i}" / "v"
-            assert store.inspect(final).status == "done", f"round {i}"
+            assert folders.inspect(final).status == "done", f"round {i}"
             winner = (final / "embeddings.parquet").read_bytes().decode()
             assert kept == {w: int(w != winner) for w in ("a", "b")}, f"round {i}: {kept}"
             assert sorted(os.listdir(final.parent)) == ["v"], f"round {i}"
@@ -384,46 +384,46 @@ def test_concurrent_failures_and_successes_keep_the_first_good_cell(tmp_path):
 
 def test_a_live_writers_staging_survives_another_writers_staging(tmp_path):
     final = tmp_path / "c" / "v"
-    live = storage.staging_dir(final)
+    live = files.staging_dir(final)
     (live / "embeddings.parquet").write_bytes(b"half")
-    other = storage.staging_dir(final)
+    other = files.staging_dir(final)
     assert other != live and (live / "embeddings.parquet").read_bytes() == b"half"
-    store.publish(_stage(final, b"done"), final)  # a third writer publishes meanwhile
+    folders.publish(_stage(final, b"done"), final)  # a third writer publishes meanwhile
     assert live.is_dir() and other.is_dir()
 
 
 def test_remove_staging_takes_only_that_cells_staging(tmp_path):
     final = tmp_path / "c" / "v"
-    store.publish(_stage(final, b"done"), final)
-    left = [storage.staging_dir(final), storage.staging_dir(final)]
+    folders.publish(_stage(final, b"done"), final)
+    left = [files.staging_dir(final), files.staging_dir(final)]
     (tmp_path / "c" / ".v.123.old").mkdir()  # a set-aside folder of a killed publisher
-    neighbour = storage.staging_dir(tmp_path / "c" / "v2")
-    assert sorted(storage.staging_of(final)) == sorted([*left, tmp_path / "c" / ".v.123.old"])
-    assert storage.remove_staging(final) == 3
+    neighbour = files.staging_dir(tmp_path / "c" / "v2")
+    assert sorted(files.staging_of(final)) == sorted([*left, tmp_path / "c" / ".v.123.old"])
+    assert files.remove_staging(final) == 3
     assert sorted(os.listdir(tmp_path / "c")) == sorted(["v", neighbour.name])
-    assert store.inspect(final).status == "done"
+    assert folders.inspect(final).status == "done"
 
 
 def test_an_object_store_publish_keeps_the_first_good_cell_too(tmp_path):
     """The object-store path (file by file, cell.json last; no lock), run on a file:// URI."""
-    final = storage.location(f"file://{tmp_path}/c/v")
+    final = files.location(f"file://{tmp_path}/c/v")
 
-    def staged(content: bytes | None) -> storage.ObjectPath:
+    def staged(content: bytes | None) -> files.ObjectPath:
         work = final.parent / f".v.{uuid.uuid4().hex}.tmp"  # as staging_dir names it there
         record: dict = {"status": "failed", "reason": "boom"}
         if content is not None:
             for name in layout.REQUIRED[:-1]:
-                storage.atomic_write_bytes(work / name, content)
-            record = {"status": "ok", "files": store.checksums(work, layout.REQUIRED[:-1])}
-        storage.atomic_write_json(work / "cell.json", record)
+                files.atomic_write_bytes(work / name, content)
+            record = {"status": "ok", "files": folders.checksums(work, layout.REQUIRED[:-1])}
+        files.atomic_write_json(work / "cell.json", record)
         return work
 
     failure = staged(None)
-    assert not store._publish_objects(failure, final, storage.read_json(failure / "cell.json")).kept
+    assert not folders._publish_objects(failure, final, files.read_json(failure / "cell.json")).kept
     for content, kept in ((b"good", False), (b"later", True), (None, True)):
         work = staged(content)
-        assert store._publish_objects(work, final,
-                                      storage.read_json(work / "cell.json")).kept == kept
-    assert store.inspect(final).status == "done"
-    assert storage.read_bytes(final / "embeddings.parquet") == b"good"
+        assert folders._publish_objects(work, final,
+                                      files.read_json(work / "cell.json")).kept == kept
+    assert folders.inspect(final).status == "done"
+    assert files.read_bytes(final / "embeddings.parquet") == b"good"
     assert sorted(os.listdir(tmp_path / "c")) == ["v"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.runtime import tracking_sql
-from pipeline.runtime.tracking import Tracker, cell_metrics, record_cells, run_key
+from pipeline.runtime.tracking import sql_writer
+from pipeline.runtime.tracking.runs import Tracker, cell_metrics, record_cells, run_key
 from tests.runtime.test_tracking_sql import CELLS, _view
 
 
@@ -60,7 +60,7 @@ def server(tmp_path):
 
 
 def test_a_tracking_server_holds_one_run_per_cell_as_a_local_database_does(server, tmp_path):
-    assert not tracking_sql.is_local_sqlite(server)  # through MLflow's client, not the writer
+    assert not sql_writer.is_local_sqlite(server)  # through MLflow's client, not the writer
     parents = {}
     for _ in range(2):  # the train driver's sync, twice: the runs it finds are not created again
         tracker = Tracker(server, "exp")

@@ -1,5 +1,5 @@
-"""The one-transaction writes of a local SQLite store (pipeline.runtime.tracking_sql) leave what
-MLflow's own client calls leave: the same runs written both ways, read back through
+"""The one-transaction writes of a local SQLite store (pipeline.runtime.tracking.sql_writer) leave
+what MLflow's own client calls leave: the same runs written both ways, read back through
 ``MlflowClient``, agree in everything but their ids and timestamps."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from pipeline.runtime import tracking_sql
-from pipeline.runtime.tracking import Tracker, cell_metrics, record_cell, record_cells, run_key
+from pipeline.runtime.tracking import sql_writer
+from pipeline.runtime.tracking.runs import Tracker, cell_metrics, record_cell, record_cells, run_key
 
 
 def _record(cell_id: str, status: str = "ok", **extra) -> dict:
@@ -122,12 +122,12 @@ def test_metrics_of_many_runs_in_one_transaction_read_back_as_log_batchs(tmp_pat
     from mlflow.entities import Metric
     for run_id in ids1:  # the client: one log_batch per run
         one.client.log_batch(run_id, metrics=[Metric(k, v, now, s) for k, v, s in values])
-    tracking_sql.log_metrics(two.uri, {run_id: [Metric(k, v, now, s) for k, v, s in values]
+    sql_writer.log_metrics(two.uri, {run_id: [Metric(k, v, now, s) for k, v, s in values]
                                        for run_id in ids2})
     # the same values again: MLflow leaves out an identical (key, timestamp, step, value)
-    tracking_sql.log_metrics(two.uri, {ids2[0]: [Metric("recall_at_1", 0.5, now, 0)]})
+    sql_writer.log_metrics(two.uri, {ids2[0]: [Metric("recall_at_1", 0.5, now, 0)]})
     # an older value does not become the latest
-    tracking_sql.log_metrics(two.uri, {ids2[0]: [Metric("recall_at_1", 0.9, now - 5, 0)]})
+    sql_writer.log_metrics(two.uri, {ids2[0]: [Metric("recall_at_1", 0.9, now - 5, 0)]})
     one.client.log_batch(ids1[0], metrics=[Metric("recall_at_1", 0.9, now - 5, 0)])
     for a, b in zip(ids1, ids2, strict=True):
         assert _view(two.client, b, {p2: "parent"}) == _view(one.client, a, {p1: "parent"})
@@ -154,7 +154,7 @@ def test_a_bad_value_is_refused_before_anything_is_written(tmp_path):
     assert two.cell_runs() == {}  # the good run of the batch was not written either
     with pytest.raises(ValueError, match="no such active run"):
         from mlflow.entities import Metric
-        tracking_sql.log_metrics(two.uri, {"0" * 32: [Metric("a", 1.0, 0, 0)]})
+        sql_writer.log_metrics(two.uri, {"0" * 32: [Metric("a", 1.0, 0, 0)]})
 
 
 @pytest.mark.parametrize("where", ["relative", "absolute"])
@@ -202,7 +202,7 @@ def test_every_form_of_a_sqlite_uri_names_its_file(tiny_params, tmp_path, monkey
 
 def _drop(uri: str, statement: str) -> None:
     """Change a real MLflow database's tables as another MLflow version would have them."""
-    engine = tracking_sql.engine(uri)
+    engine = sql_writer.engine(uri)
     with engine.begin() as db:
         db.exec_driver_sql(statement)
     engine.dispose()
@@ -220,13 +220,13 @@ def test_a_database_of_another_schema_is_refused_before_anything_is_written(chan
     (run_id,) = record_cells(two, p2, CELLS[:1], {})  # the schema this module writes: accepted
     _drop(two.uri, change)
     expected = re.escape(f"MLflow database {tmp_path / 'bulk.db'}: {says}: pipeline.runtime."
-                         f"tracking_sql writes the tables of MLflow {tracking_sql.MLFLOW_TESTED} "
-                         "(installed: mlflow ")
-    with pytest.raises(tracking_sql.SchemaMismatch, match=expected):
+                         f"tracking.sql_writer writes the tables of MLflow "
+                         f"{sql_writer.MLFLOW_TESTED} (installed: mlflow ")
+    with pytest.raises(sql_writer.SchemaMismatch, match=expected):
         record_cells(two, p2, CELLS[1:], {})
     from mlflow.entities import Metric
-    with pytest.raises(tracking_sql.SchemaMismatch, match=re.escape(says)):
-        tracking_sql.log_metrics(two.uri, {run_id: [Metric("r1", 0.5, 0, 0)]})
+    with pytest.raises(sql_writer.SchemaMismatch, match=re.escape(says)):
+        sql_writer.log_metrics(two.uri, {run_id: [Metric("r1", 0.5, 0, 0)]})
     assert sorted(two.cell_run_refs()) == [run_key("c1", "v1")]  # nothing more was written
     # (read from the tables: MLflow's own client cannot read a run of the changed schema)
     assert "r1" not in cell_metrics(two.uri, "exp")[run_key("c1", "v1")][1]
@@ -238,7 +238,7 @@ def test_mlflow_is_bounded_to_the_version_whose_tables_are_written():
 
     from mlflow.store.tracking.dbmodels import models
 
-    tested = tracking_sql.MLFLOW_TESTED
+    tested = sql_writer.MLFLOW_TESTED
     major, minor = (int(x) for x in tested.split("."))
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert f'"mlflow>={tested},<{major}.{minor + 1}"' in pyproject
@@ -248,4 +248,4 @@ def test_mlflow_is_bounded_to_the_version_whose_tables_are_written():
         ("runs", "SqlRun"), ("tags", "SqlTag"), ("params", "SqlParam"), ("metrics", "SqlMetric"),
         ("latest_metrics", "SqlLatestMetric"), ("datasets", "SqlDataset"),
         ("inputs", "SqlInput"), ("input_tags", "SqlInputTag"))}
-    assert tables == tracking_sql.SCHEMA
+    assert tables == sql_writer.SCHEMA

@@ -13,9 +13,9 @@ from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.grid import concrete_device
 from pipeline.losses.registry import LOSSES
-from pipeline.runtime import storage
-from pipeline.runtime.cells import run_cell
+from pipeline.runtime.cells.one_cell import run_cell
 from pipeline.runtime.grid_run import first_per_training, plan
+from pipeline.runtime.store import files
 
 META = {"git_sha": "test", "dataset_hash": "test", "code_version": "test"}
 
@@ -58,8 +58,8 @@ def test_shared_cells_train_identically_and_are_trained_once(tiny_params, tmp_pa
     for cell in (k4, k8):
         out = run_cell(cell, dataset, tmp_path / cell.cell_id, META)
         assert out.status == "ok", out.reason
-        views.append(storage.read_embeddings(tmp_path / cell.cell_id / "embeddings.parquet", 0))
-        record = storage.read_json(tmp_path / cell.cell_id / "cell.json")
+        views.append(files.read_embeddings(tmp_path / cell.cell_id / "embeddings.parquet", 0))
+        record = files.read_json(tmp_path / cell.cell_id / "cell.json")
         assert record["cell_id"] == cell.training_id and record["grid"]["k"] is None
     np.testing.assert_allclose(views[0], views[1], rtol=1e-6, atol=1e-7)
     # the plan gives them one folder, and the stage trains the first of each training only
@@ -98,7 +98,7 @@ def test_deterministic_kernels_are_part_of_the_id_and_restored(tiny_params):
 def test_auto_is_measured_before_the_lookup_and_named_in_the_version(tiny_params, tmp_path):
     """A cell asking for ``auto`` is looked up under the setting it was measured to, so a bf16
     result never stands in for a float32 one (and the cell id stays the one asked for)."""
-    from pipeline.runtime.executor import resolve_auto_modes
+    from pipeline.runtime.backends.executor import resolve_auto_modes
 
     tiny_params["train"].update(precision="auto", memory_format="auto")
     params = from_mapping(tiny_params)

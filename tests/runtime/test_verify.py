@@ -11,9 +11,9 @@ import pytest
 
 from pipeline.config import expand, from_mapping, merge, read_yaml
 from pipeline.datasets import load_dataset
-from pipeline.runtime import storage
-from pipeline.runtime.cells import run_cell
-from pipeline.runtime.verify import TOLERANCES, Tolerance, compare, sample, verify_cell
+from pipeline.runtime.cells.one_cell import run_cell
+from pipeline.runtime.cells.verify import TOLERANCES, Tolerance, compare, sample, verify_cell
+from pipeline.runtime.store import files
 from tests.conftest import ROOT, TINY
 
 META = {"git_sha": "test", "dataset_hash": "test", "code_version": "test", "version": "v"}
@@ -48,8 +48,8 @@ def test_another_training_does_not(trained):
     checks = {c.name: c for c in compare(root / cells[0].cell_id, root / cells[1].cell_id)}
     assert not checks["embeddings"].agrees and checks["embeddings"].retrained > 1e-2
     # the independent reference: the two seeds' embeddings, compared by hand
-    a = storage.read_embeddings(root / cells[0].cell_id / "embeddings.parquet", 0)
-    b = storage.read_embeddings(root / cells[1].cell_id / "embeddings.parquet", 0)
+    a = files.read_embeddings(root / cells[0].cell_id / "embeddings.parquet", 0)
+    b = files.read_embeddings(root / cells[1].cell_id / "embeddings.parquet", 0)
     assert np.linalg.norm(a - b) / np.linalg.norm(a) > 1e-2
 
 

@@ -8,9 +8,9 @@ import torch
 from pipeline.config import expand, from_mapping
 from pipeline.datasets import load_dataset
 from pipeline.encoders.features import split_encoder
-from pipeline.runtime import storage
-from pipeline.runtime.cells import run_cell
-from pipeline.runtime.evaluate import load_encoders
+from pipeline.runtime.cells.evaluate import load_encoders
+from pipeline.runtime.cells.one_cell import run_cell
+from pipeline.runtime.store import files
 from pipeline.train import initial_encoder
 
 timm = pytest.importorskip("timm")
@@ -48,13 +48,13 @@ def test_the_cell_keeps_its_head_and_reloads_exactly(frozen_cell):
     split = split_encoder("dino", load_encoders(cell, dataset, folder)["trained"])
     assert split.backbone is not None and not split.backbone_trains
     assert not [p.name for p in folder.iterdir() if p.name.startswith("backbone")]
-    stored = storage.read_bytes(folder / "model.safetensors")
-    from pipeline.runtime.weights import metadata
+    stored = files.read_bytes(folder / "model.safetensors")
+    from pipeline.runtime.store.weights import metadata
 
     assert metadata(stored)["frozen"] == '["backbone."]'
     trained = load_encoders(cell, dataset, folder)["trained"]
     x = torch.from_numpy(dataset.x_heldout[:8])
-    z = storage.read_embeddings(folder / "embeddings.parquet", 0)[:8]
+    z = files.read_embeddings(folder / "embeddings.parquet", 0)[:8]
     with torch.no_grad():
         torch.testing.assert_close(trained(x), torch.from_numpy(z.copy()), atol=1e-5, rtol=1e-5)
         assert not torch.equal(trained.head.weight,
@@ -81,5 +81,5 @@ def test_unfrozen_encoders_keep_every_tensor(tiny_params, tmp_path):
     assert run_cell(cell, dataset, folder, {}).status == "ok"
     from safetensors.torch import load
 
-    saved = load(storage.read_bytes(folder / "model.safetensors"))
+    saved = load(files.read_bytes(folder / "model.safetensors"))
     assert set(saved) == set(initial_encoder(cell, (16,)).state_dict())

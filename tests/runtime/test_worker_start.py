@@ -1,7 +1,7 @@
 """A fresh Ray worker's one-off imports are paid before its first cell, not inside it.
 
 The first ``torch.optim`` optimizer a process builds imports ``torch._dynamo``; without
-``cells.prepare_worker`` that import lands in the first cell's timed run, whose ``wall_seconds``
+``one_cell.prepare_worker`` that import lands in the first cell's timed run, whose ``wall_seconds``
 the cost tables read. Run in a fresh interpreter (this test session has imported it long ago),
 through ``executor._task``, the function every Ray task of the train stage runs.
 """
@@ -20,8 +20,9 @@ SCRIPT = textwrap.dedent("""
     import json, sys, tempfile
     from pipeline.config import expand, from_mapping
     from pipeline.datasets import load_dataset
-    from pipeline.runtime import cells, executor
-    from pipeline.runtime.failures import NO_RETRY
+    from pipeline.runtime.cells import one_cell
+    from pipeline.runtime.backends import executor
+    from pipeline.runtime.cells.failures import NO_RETRY
 
     before = "torch._dynamo" in sys.modules  # importing the executor must not import it
     seen = {}

@@ -1,5 +1,6 @@
-"""IQM, stratified-bootstrap intervals, P(A > B), win rate and Borda (pipeline.stats.aggregates)
-against SciPy (trim_mean, bootstrap, mannwhitneyu), loops from the formulas and closed forms."""
+"""IQM, stratified-bootstrap intervals, P(A > B), win rate and Borda
+(pipeline.stats.comparisons.aggregates) against SciPy (trim_mean, bootstrap, mannwhitneyu), loops
+from the formulas and closed forms."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.aggregates import aggregate_methods, improvement, iqm, win_rates
-from pipeline.stats.compare import compare
-from pipeline.stats.ranking import block_ranks, rank_methods
+from pipeline.stats.comparisons.aggregates import aggregate_methods, improvement, iqm, win_rates
+from pipeline.stats.comparisons.compare import compare
+from pipeline.stats.comparisons.ranking import block_ranks, rank_methods
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -146,7 +147,7 @@ def test_the_registry_drives_the_aggregates_and_ranks_csv():
     """One entry of the registry is one aggregate: its columns reach MethodAggregate.values and
     ranks.csv in the registry's order, and an extra entry (a median) needs nothing else."""
     from pipeline.report.grid.ranks import RANKS_COLUMNS
-    from pipeline.stats.aggregates import AGGREGATES, Aggregate, aggregate_columns
+    from pipeline.stats.comparisons.aggregates import AGGREGATES, Aggregate, aggregate_columns
 
     cols = aggregate_columns()
     assert RANKS_COLUMNS[3:3 + len(cols)] == cols

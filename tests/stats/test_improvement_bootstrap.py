@@ -1,4 +1,4 @@
-"""The stratified-bootstrap interval of P(A > B) (pipeline.stats.aggregates.improvement)
+"""The stratified-bootstrap interval of P(A > B) (pipeline.stats.comparisons.aggregates.improvement)
 resamples the seeds of both methods within each block: against a binomial closed form where one
 side is constant, and against a bootstrap loop written here where both vary (issue 48, item 5)."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.aggregates import improvement
+from pipeline.stats.comparisons.aggregates import improvement
 
 N_BOOT, LEVEL = 4000, 0.95
 BLOCKS, SEEDS = 3, 8

@@ -1,5 +1,5 @@
-"""pipeline.stats.inference: the normal quantile, the paired test and Welch ties, against SciPy
-and closed forms."""
+"""pipeline.stats.comparisons.inference: the normal quantile, the paired test and Welch ties,
+against SciPy and closed forms."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.inference import normal_quantile, paired, paired_many, welch_tie
+from pipeline.stats.comparisons.inference import normal_quantile, paired, paired_many, welch_tie
 from pipeline.stats.uncertainty import seed_ci
 
 

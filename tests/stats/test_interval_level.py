@@ -10,9 +10,10 @@ from scipy import stats as sps
 
 import stages.stats
 from pipeline.config import expand, from_mapping
-from pipeline.runtime import dask_ops, storage
-from pipeline.runtime.cell_tasks import INTERVAL_LEVEL
-from pipeline.runtime.dask_ops import stats_graph
+from pipeline.runtime.backends import dask_ops
+from pipeline.runtime.backends.dask_ops import stats_graph
+from pipeline.runtime.cells.analyses import INTERVAL_LEVEL
+from pipeline.runtime.store import files
 
 STATS = ("cv", "ad_mean", "ad_pass_frac", "dp_p_mean", "dp_pass_frac")
 
@@ -27,7 +28,7 @@ def _bounds(path, cfg, level):
 def test_graph_intervals_follow_the_level(tmp_path, tiny_params):
     z = np.random.default_rng(0).normal(size=(300, 6)).astype(np.float32)
     path = tmp_path / "c.parquet"
-    storage.write_table(storage.embeddings_table({0: z, 1: z}, None, {"cell_id": "c"}), path)
+    files.write_table(files.embeddings_table({0: z, 1: z}, None, {"cell_id": "c"}), path)
     tiny_params["stats"].update(bootstrap=100, projections=0, null_draws=0)
     cfg = from_mapping(tiny_params).stats
     bounds = {lv: _bounds(path, cfg, lv) for lv in (0.9, 0.95, 0.99)}
@@ -59,6 +60,6 @@ def test_stage_passes_report_level(tiny_params, monkeypatch, tmp_path):
            **cell.grid_values()}
     monkeypatch.setattr(stages.stats, "read_grid", lambda: pd.DataFrame([row]))
     monkeypatch.setattr(dask_ops, "compute_stats", fake_compute)
-    monkeypatch.setattr(stages.stats.storage, "write_frame", lambda frame, path: None)
+    monkeypatch.setattr(stages.stats.files, "write_frame", lambda frame, path: None)
     assert stages.stats.main([]) == 0
     assert seen["level"] == 0.9

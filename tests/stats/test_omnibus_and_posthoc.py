@@ -1,6 +1,6 @@
 """Iman–Davenport's degrees of freedom, Nemenyi's q_α for 2 to 10 methods and the omnibus gate
-of the Nemenyi decision (pipeline.stats.ranking), each against a reference that does not share
-the code's formula: statsmodels' repeated-measures ANOVA of the ranks, Demšar 2006's Table 5,
+of the Nemenyi decision (pipeline.stats.comparisons.ranking), each against a reference that does not
+share the code's formula: statsmodels' repeated-measures ANOVA of the ranks, Demšar 2006's Table 5,
 and scikit-posthocs' ungated Nemenyi test (issue 48, item 5)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.ranking import (
+from pipeline.stats.comparisons.ranking import (
     block_ranks,
     critical_difference,
     friedman,

@@ -1,6 +1,6 @@
-"""What would settle a pair (pipeline.stats.power): the closed-form power against a simulation
-of the paired t-test, the fit recovering a generating model, the seeds it asks for separating the
-effect in about 80% of replications, and the ROPE."""
+"""What would settle a pair (pipeline.stats.comparisons.power): the closed-form power against a
+simulation of the paired t-test, the fit recovering a generating model, the seeds it asks for
+separating the effect in about 80% of replications, and the ROPE."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.power import (
+from pipeline.stats.comparisons.power import (
     blocks_to_separate,
     fit_pair,
     power,

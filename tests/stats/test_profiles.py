@@ -1,6 +1,7 @@
-"""Performance profiles and the optimality gap (pipeline.stats.profiles) against loops from the
-definitions (tests/oracles/profile_oracles.py), rliable 1.2.0's ``aggregate_optimality_gap``,
-values recorded from rliable 1.2.0's ``create_performance_profile`` and
+"""Performance profiles and the optimality gap (pipeline.stats.comparisons.profiles) against loops
+from the definitions (tests/oracles/profile_oracles.py), rliable 1.2.0's
+``aggregate_optimality_gap``, values recorded from rliable 1.2.0's ``create_performance_profile``
+and
 ``get_interval_estimates`` (its ``library`` module needs ``arch``, whose 7.x releases do not
 import under pandas 3: recorded in a separate environment with pandas 2.3, see
 ``RECORDED``), SciPy's percentile bootstrap on one block, and invariances."""
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.profiles import (
+from pipeline.stats.comparisons.profiles import (
     normalise,
     optimality_gap_values,
     optimality_gaps,
@@ -237,7 +238,7 @@ def test_the_registry_form_is_the_gap_and_its_interval():
 
 def test_the_gap_is_an_aggregate_registry_entry():
     """ranks.csv's optimality_gap columns: the registry's entry gives the gap of the scores."""
-    from pipeline.stats.aggregates import aggregate_columns, aggregate_methods
+    from pipeline.stats.comparisons.aggregates import aggregate_columns, aggregate_methods
 
     assert {"optimality_gap", "optimality_gap_lo", "optimality_gap_hi"} <= set(
         aggregate_columns())

@@ -1,12 +1,12 @@
-"""The rank interval and P(rank = 1) (pipeline.stats.rank_uncertainty): against a plain loop on
-the same draws, its exact cases, and its coverage of a generating model's mean rank."""
+"""The rank interval and P(rank = 1) (pipeline.stats.comparisons.rank_uncertainty): against a plain
+loop on the same draws, its exact cases, and its coverage of a generating model's mean rank."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pipeline.stats.rank_uncertainty import (
+from pipeline.stats.comparisons.rank_uncertainty import (
     first_place_shares,
     rank_uncertainty,
     replicate_mean_ranks,
@@ -63,8 +63,7 @@ def test_replicates_match_a_loop_on_the_same_draws(higher):
 def test_chunks_do_not_change_the_draws(monkeypatch):
     x = np.random.default_rng(1).normal(size=(5, 3, 2))
     whole = replicate_mean_ranks(x, True, 50, np.random.default_rng(2))
-    from pipeline.stats import rank_uncertainty as ru
-
+    from pipeline.stats.comparisons import rank_uncertainty as ru
     monkeypatch.setattr(ru, "CHUNK", 5 * 3 * 2 * 7)  # 7 replicates a chunk
     parts = ru.replicate_mean_ranks(x, True, 50, np.random.default_rng(2))
     assert parts.shape == whole.shape and np.isfinite(parts).all()
@@ -93,7 +92,7 @@ def test_exact_cases():
 
 
 def test_estimate_is_the_rankings_mean_rank_and_shares_sum_to_one():
-    from pipeline.stats.ranking import rank_methods
+    from pipeline.stats.comparisons.ranking import rank_methods
 
     x = np.random.default_rng(9).normal(size=(10, 5, 3))
     r = rank_uncertainty(x, True, 400, np.random.default_rng(0), 0.95)

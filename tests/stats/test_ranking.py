@@ -1,6 +1,6 @@
-"""Ranks, Friedman / Iman–Davenport, Nemenyi, Wilcoxon–Holm and tiers (pipeline.stats.ranking)
-against independent references: Demšar 2006's worked example, SciPy, statsmodels,
-scikit-posthocs, the two-way ANOVA on ranks, and loops from the formulas."""
+"""Ranks, Friedman / Iman–Davenport, Nemenyi, Wilcoxon–Holm and tiers
+(pipeline.stats.comparisons.ranking) against independent references: Demšar 2006's worked example,
+SciPy, statsmodels, scikit-posthocs, the two-way ANOVA on ranks, and loops from the formulas."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pipeline.stats.ranking import (
+from pipeline.stats.comparisons.ranking import (
     block_ranks,
     critical_difference,
     friedman,

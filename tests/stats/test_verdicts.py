@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.stats.inference import Verdict, majority, seed_slopes, side_verdict
+from pipeline.stats.comparisons.inference import Verdict, majority, seed_slopes, side_verdict
 
 
 @pytest.mark.parametrize(("low", "high", "claimed", "seeds", "value", "reason"), [

@@ -22,7 +22,7 @@ from pipeline.report.grid.tables import (
     metrics_in,
     ok_cells,
 )
-from pipeline.stats.inference import PairedResult, paired, paired_many
+from pipeline.stats.comparisons.inference import PairedResult, paired, paired_many
 from pipeline.stats.uncertainty import check_level
 
 __all__ = ["RESULT_COLUMNS", "PairedResult", "compare_to_baseline", "default_pair_on",

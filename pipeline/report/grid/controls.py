@@ -24,7 +24,7 @@ import pandas as pd
 
 from pipeline.grid import GRID_AXES, SUPERVISED
 from pipeline.metrics import METRICS
-from pipeline.stats.inference import normal_quantile
+from pipeline.stats.comparisons.inference import normal_quantile
 
 # the distribution statistics measured on the untrained encoder too, by the stats stage
 # (registry: the control_ and null_ families; the probe's control_ columns come from its stage)

@@ -3,8 +3,9 @@ CD diagram's values, the leaderboard's tiers and the ``metrics.json`` summary.
 
 The values of ``report.compare`` (default: the losses) are the methods; the blocks are the
 combinations of the other grid axes that vary among the ok cells (seeds averaged within a block);
-the score is ``report.primary``. The statistics are :func:`pipeline.stats.compare.compare`; this
-module only shapes its cells into the ``(blocks, methods, seeds)`` array and its results into rows.
+the score is ``report.primary``. The statistics are
+:func:`pipeline.stats.comparisons.compare.compare`; this module only shapes its cells into the
+``(blocks, methods, seeds)`` array and its results into rows.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from pipeline.metrics import Metric, is_metric, lookup
 from pipeline.report.formatting import fmt_bounds, fmt_value, pct
 from pipeline.report.grid.tables import axes_in, ok_cells, varying
 from pipeline.seeding import numpy_generator
-from pipeline.stats.aggregates import AGGREGATES, aggregate_columns
-from pipeline.stats.compare import Comparison, compare
-from pipeline.stats.power import MAX_BLOCKS, MAX_SEEDS, POWER, Settle, settle
-from pipeline.stats.profiles import Profiles, performance_profiles
+from pipeline.stats.comparisons.aggregates import AGGREGATES, aggregate_columns
+from pipeline.stats.comparisons.compare import Comparison, compare
+from pipeline.stats.comparisons.power import MAX_BLOCKS, MAX_SEEDS, POWER, Settle, settle
+from pipeline.stats.comparisons.profiles import Profiles, performance_profiles
 
-# the aggregates' columns come from the registry (pipeline.stats.aggregates.AGGREGATES)
+# the aggregates' columns come from the registry (pipeline.stats.comparisons.aggregates.AGGREGATES)
 RANKS_COLUMNS = ("tier", "method", "mean_rank", *aggregate_columns(), "blocks", "blocks_missing",
                  "blocks_ranked", "scores")
 PAIRS_COLUMNS = ("a", "b", "p_a_better", "p_a_better_lo", "p_a_better_hi", "blocks",
@@ -64,7 +65,8 @@ class CrossComparison:
     n_boot: int = 0  # report.bootstrap (0: not said)
     rope: float = 0.0  # report.rope: the smallest difference of interest (0: none)
     profiles: Profiles | None = None  # performance profiles, min–max per block (None: none)
-    # (a, b) in rank order -> what would settle the pair (pipeline.stats.power; empty: none)
+    # (a, b) in rank order -> what would settle the pair (pipeline.stats.comparisons.power; empty:
+    # none)
     settled: Mapping[tuple[str, str], Settle] = field(default_factory=dict)
 
 
@@ -124,7 +126,7 @@ def separated(result: Comparison, a: str, b: str) -> bool:
 
 def settle_pairs(scores: np.ndarray, methods: list[str], result: Comparison,
                  rope: float) -> dict[tuple[str, str], Settle]:
-    """Per pair (a before b in rank order): :func:`pipeline.stats.power.settle` of a's
+    """Per pair (a before b in rank order): :func:`pipeline.stats.comparisons.power.settle` of a's
     ``(blocks, seeds)`` scores against b's, at the comparison's α and level."""
     r, index = result.ranking, {name: j for j, name in enumerate(methods)}
     names = [r.methods[j] for j in r.order]
@@ -282,7 +284,8 @@ def power_notes(cc: CrossComparison, block: str = "setting",
                 csv: str = "pairs.csv") -> list[str]:
     """What would settle each adjacent pair in rank order that the ranking does not separate:
     practically equivalent (inside ±report.rope), or the seeds per setting, or the settings,
-    for 80% power (:mod:`pipeline.stats.power`); ``block``: what a block is called ("task");
+    for 80% power (:mod:`pipeline.stats.comparisons.power`); ``block``: what a block is called
+    ("task");
     ``csv``: the pairs file."""
     if cc.result is None or not cc.settled:
         return []

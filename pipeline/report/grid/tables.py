@@ -18,7 +18,7 @@ import pandas as pd
 from pipeline.grid import GRID_AXES
 from pipeline.metrics import Metric, is_metric, lookup
 from pipeline.stats import seed_ci
-from pipeline.stats.inference import welch_tie
+from pipeline.stats.comparisons.inference import welch_tie
 from pipeline.stats.intervals import bounded_seed_ci
 from pipeline.stats.uncertainty import check_level
 

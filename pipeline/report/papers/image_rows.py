@@ -33,7 +33,7 @@ import pandas as pd
 from pipeline.metrics import METRICS
 from pipeline.report.papers.table1 import BETSER_TABLE1, STATS
 from pipeline.report.papers.trained_enough import CRITERION, TrainedEnough, trained_enough
-from pipeline.stats.inference import (
+from pipeline.stats.comparisons.inference import (
     CONTRADICTED,
     HELD,
     MIN_SEEDS,
@@ -218,8 +218,8 @@ def _per_seed(part: pd.DataFrame, col: str) -> pd.Series:
 class Difference:
     """a − b of one statistic: ``value`` and its interval [lo, hi]; ``side``: :data:`MORE` (a
     more Gaussian than b in the sense of Betser et al.), :data:`LESS`, or ``unresolved`` with
-    ``reason`` (:func:`~pipeline.stats.inference.too_few_seeds`, "interval covers zero", "no
-    values"); ``seeds``: the seeds it was decided over."""
+    ``reason`` (:func:`~pipeline.stats.comparisons.inference.too_few_seeds`, "interval covers zero",
+    "no values"); ``seeds``: the seeds it was decided over."""
 
     value: float
     lo: float
@@ -238,8 +238,8 @@ def compare(a: pd.DataFrame, col_a: str, b: pd.DataFrame, col_b: str, stat: str,
     seeds on both sides, the difference is the mean over those seeds of each seed's a − b, its
     interval the paired Student-t interval over them (S − 1 degrees of freedom,
     :func:`pipeline.stats.uncertainty.seed_ci`), and the side is read by
-    :func:`~pipeline.stats.inference.side_verdict` (claimed side: more Gaussian). With fewer
-    seeds the side is unresolved ("too few seeds"), and the interval is the within-cell one
+    :func:`~pipeline.stats.comparisons.inference.side_verdict` (claimed side: more Gaussian). With
+    fewer seeds the side is unresolved ("too few seeds"), and the interval is the within-cell one
     (the cells' own ``level`` intervals combined by the normal approximation, the two
     independent): how precisely the held-out data measure these encoders, not how training
     varies."""

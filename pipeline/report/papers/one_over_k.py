@@ -2,8 +2,8 @@
 (:func:`analyse`; :mod:`pipeline.report.papers.one_over_k_plot` draws them).
 
 Reads the k-sweep rows of ``data/finite_k.parquet`` (one per cell, encoder and k; see
-`pipeline.runtime.evaluate.search_cell`): the control-variate gap with its covariance across k, the
-Proposition 1 window and the 1/k expansion c₁/k + c₂/k² + c₃/k³ (`pipeline.search.crn`).
+`pipeline.runtime.cells.evaluate.search_cell`): the control-variate gap with its covariance across
+k, the Proposition 1 window and the 1/k expansion c₁/k + c₂/k² + c₃/k³ (`pipeline.search.crn`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pipeline.grid import GRID_AXES
 from pipeline.report.grid.tables import plain
 from pipeline.search import RESOLVED_Z, SlopeFit, fit_loglog_slope
 from pipeline.search.regime import expansion_regime
-from pipeline.stats.inference import (
+from pipeline.stats.comparisons.inference import (
     CONTRADICTED,
     HELD,
     MIN_SEEDS,
@@ -187,7 +187,7 @@ class SeedLaw:
     sweep's fitted range) and whether its 1/k expansion is in its asymptotic regime
     (:func:`pipeline.search.regime.expansion_regime`), the Student-t interval of the slopes of
     the seeds in the regime, and the verdict: the claimed effect is slope − (−1/2) < 0, decided
-    over those seeds (:func:`pipeline.stats.inference.side_verdict`); with fewer than
+    over those seeds (:func:`pipeline.stats.comparisons.inference.side_verdict`); with fewer than
     ``MIN_SEEDS`` seeds in the regime it is unresolved, outside the claim's conditions."""
 
     setting: dict[str, Any]
@@ -256,8 +256,8 @@ def law_over_seeds(finite_k: pd.DataFrame, grid: pd.DataFrame,
 
 def law_claim(laws: list[SeedLaw], dataset: str) -> dict[str, Any] | None:
     """One ``paper_claims`` entry for the grid: a setting's :meth:`SeedLaw.claim` where there is
-    one, else the majority over the settings (:func:`pipeline.stats.inference.majority`: held or
-    contradicted in strictly more than half, else unresolved with the shared reason or the
+    one, else the majority over the settings (:func:`pipeline.stats.comparisons.inference.majority`:
+    held or contradicted in strictly more than half, else unresolved with the shared reason or the
     count), each setting's verdict listed under ``settings``; None without a sweep."""
     if not laws:
         return None

@@ -53,7 +53,7 @@ from pipeline.report.papers.table1 import (
     protocol_points,
 )
 from pipeline.search import fit_loglog_slope
-from pipeline.stats.inference import (
+from pipeline.stats.comparisons.inference import (
     CONTRADICTED,
     HELD,
     MIN_SEEDS,
@@ -202,9 +202,9 @@ def _parts(cells: pd.DataFrame) -> list[tuple[str, str]]:
 def claim_verdict(table: pd.DataFrame, column: str = "verdict") -> Verdict:
     """The grid's verdict from its groups' (:func:`trends`; ``column``: ``verdict`` or
     ``training_verdict``, the reason in the matching ``reason`` column) by
-    :func:`~pipeline.stats.inference.majority`: held when strictly more than half the groups
-    are held, contradicted when strictly more than half are contradicted, else unresolved with
-    the groups' common reason or "groups disagree: ..."."""
+    :func:`~pipeline.stats.comparisons.inference.majority`: held when strictly more than half the
+    groups are held, contradicted when strictly more than half are contradicted, else unresolved
+    with the groups' common reason or "groups disagree: ..."."""
     reason = column.replace("verdict", "reason")
     return majority([Verdict(v, r if isinstance(r, str) else "") if isinstance(v, str)
                      else Verdict(UNRESOLVED, NO_VALUES)

@@ -1,7 +1,7 @@
 """The performance-profile figure (Agarwal et al. 2021, Fig. 5): for each method, the fraction
 of its (block × seed) runs whose normalised score exceeds τ, against τ, with its pointwise
 stratified-bootstrap band shaded. Draws values computed elsewhere
-(:func:`pipeline.stats.profiles.performance_profiles`, shaped by
+(:func:`pipeline.stats.comparisons.profiles.performance_profiles`, shaped by
 :func:`pipeline.report.grid.ranks.profile_table`); computes nothing.
 """
 

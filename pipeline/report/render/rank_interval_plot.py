@@ -1,7 +1,8 @@
 """The rank-interval figure, the CD diagram's companion: each method's mean rank (1, the best, at
 the left) with its bootstrap interval as a bar, best first from the top, and P(rank = 1) at the
-right. Draws the ``ranks.csv`` values computed elsewhere (:mod:`pipeline.stats.rank_uncertainty`
-via :mod:`pipeline.report.grid.ranks`); computes nothing.
+right. Draws the ``ranks.csv`` values computed elsewhere
+(:mod:`pipeline.stats.comparisons.rank_uncertainty` via :mod:`pipeline.report.grid.ranks`); computes
+nothing.
 """
 
 from __future__ import annotations

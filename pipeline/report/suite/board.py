@@ -5,8 +5,9 @@ one score per seed: its best setting (the ``group_by`` axes but the seed) is cho
 selection half ``<primary>_select`` and reported on the report half ``<primary>_report``
 (:mod:`pipeline.report.grid.selection`; a task without halves is chosen and reported on
 ``<primary>`` itself, and says so). The ``(tasks, losses, seeds)`` array of those scores (NaN
-where a loss misses a task or has fewer seeds) goes to :func:`pipeline.stats.compare.compare`;
-this module only shapes it and names what each number is over.
+where a loss misses a task or has fewer seeds) goes to
+:func:`pipeline.stats.comparisons.compare.compare`; this module only shapes it and names what each
+number is over.
 
 Rules (MTEB's for incomplete entries): a loss that misses a task has no mean over all tasks (nor
 over the tasks of a type it misses); it is shown missing there, never filled in. Ranks, Borda
@@ -43,9 +44,9 @@ from pipeline.report.suite.tables import (
 )
 from pipeline.report.suite.values import COST, TaskChoice, TaskInput
 from pipeline.seeding import numpy_generator
-from pipeline.stats.compare import Comparison, compare
-from pipeline.stats.profiles import performance_profiles
-from pipeline.stats.ranking import Friedman, Ranking
+from pipeline.stats.comparisons.compare import Comparison, compare
+from pipeline.stats.comparisons.profiles import performance_profiles
+from pipeline.stats.comparisons.ranking import Friedman, Ranking
 from pipeline.stats.uncertainty import check_level
 
 

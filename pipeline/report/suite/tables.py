@@ -1,7 +1,8 @@
 """The suite leaderboard's tables as values (:mod:`pipeline.report.suite.board`): the ``(tasks,
 losses, seeds)`` score array, one row per (task, loss), one row per loss with its aggregates,
 and the ranking the critical-difference diagram draws. The statistics are the engine's
-(:func:`pipeline.stats.compare.compare`, :func:`pipeline.stats.ranking.rank_methods`).
+(:func:`pipeline.stats.comparisons.compare.compare`,
+:func:`pipeline.stats.comparisons.ranking.rank_methods`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from pipeline.report.formatting import setting_text
 from pipeline.report.grid.ranks import CrossComparison
 from pipeline.report.grid.tables import cost_total
 from pipeline.report.suite.values import TaskChoice
-from pipeline.stats.aggregates import AGGREGATES
+from pipeline.stats.comparisons.aggregates import AGGREGATES
+from pipeline.stats.comparisons.ranking import Ranking, rank_methods
 from pipeline.stats.intervals import bounded_seed_ci
-from pipeline.stats.ranking import Ranking, rank_methods
 from pipeline.stats.uncertainty import seed_ci
 
 # the registry's resampled entries (rank interval, P(rank 1), optimality gap), tasks as blocks

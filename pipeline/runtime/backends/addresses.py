@@ -2,7 +2,7 @@
 
 Standard library only, so that a stage whose Dask work runs here (``scheduler.py``) decides so
 without importing Ray (an import that costs a stage most of a second);
-:mod:`pipeline.runtime.executor` re-exports both names.
+:mod:`pipeline.runtime.backends.executor` re-exports both names.
 """
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ class CellCost:
 
 def cell_costs(records: Sequence[Mapping[str, Any]]) -> list[CellCost]:
     """The ok cells' ``wall_seconds`` and the sum of their ``files``' ``bytes``, from their
-    ``cell.json`` records (:mod:`pipeline.runtime.store`); failed cells are left out."""
+    ``cell.json`` records (:mod:`pipeline.runtime.store.folders`); failed cells are left out."""
     out = []
     for r in records:
         if r.get("status") != "ok" or "wall_seconds" not in r:

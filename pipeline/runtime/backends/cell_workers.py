@@ -1,8 +1,8 @@
 """Where the train stage's cells run: processes forked from the stage, or Ray tasks.
 
 :func:`run_cells` runs a local CPU grid on worker processes *forked* from the train stage
-(:func:`forked`), and everything else on Ray (:func:`pipeline.runtime.executor.run_cells`): a
-cluster, cells that ask for GPUs (Ray packs them), cells on several torch threads, and any grid
+(:func:`forked`), and everything else on Ray (:func:`pipeline.runtime.backends.executor.run_cells`):
+a cluster, cells that ask for GPUs (Ray packs them), cells on several torch threads, and any grid
 when ``$CBENCH_TRAIN_WORKERS`` is ``ray``. A forked worker starts in a fraction of a second with
 the stage's imports (torch, and under the warm interpreter ``torch._dynamo`` too), where a local
 Ray instance has to start, start a worker per core, let each import torch, and shut down:
@@ -11,9 +11,10 @@ seconds, more than many tiny cells' own training (docs/speed.md).
 The forked workers keep Ray's contract for a local run:
 
 - one cell per worker at a time, ``floor(cores / compute.num_cpus)`` workers; each cell's
-  :func:`pipeline.runtime.cells.run_cell` writes its files and never raises for a failing cell;
+  :func:`pipeline.runtime.cells.one_cell.run_cell` writes its files and never raises for a failing
+  cell;
 - a cell its environment fails (out of memory, too many open files, a timeout) is retried by
-  its worker with back-off (:class:`pipeline.runtime.failures.RetryPolicy`), as in a Ray task;
+  its worker with back-off (:class:`pipeline.runtime.cells.failures.RetryPolicy`), as in a Ray task;
 - a worker that dies under a cell (killed, out of memory), or runs it past the longest its
   ``compute.cell_timeout_s`` and retries allow (stuck in C code, where the timeout cannot reach:
   killed), loses only that cell, which is retried on a fresh worker after the back-off, up to
@@ -49,10 +50,10 @@ from pipeline.config import Cell, ComputeConfig
 from pipeline.config.rules import TRAIN_WORKERS_ENV, local_cores, train_workers_problem
 from pipeline.datasets import Dataset
 from pipeline.plugins import load_plugins
-from pipeline.runtime.addresses import ray_address
-from pipeline.runtime.cells import CellOutcome, prepare_worker, run_cell
-from pipeline.runtime.failures import ENVIRONMENT, RetryPolicy
-from pipeline.runtime.following import follow
+from pipeline.runtime.backends.addresses import ray_address
+from pipeline.runtime.backends.following import follow
+from pipeline.runtime.cells.failures import ENVIRONMENT, RetryPolicy
+from pipeline.runtime.cells.one_cell import CellOutcome, prepare_worker, run_cell
 
 FORK = sys.platform.startswith("linux")  # fork is the safe default only on Linux
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent thread exits
@@ -78,7 +79,9 @@ def run_cells(cells: Sequence[Cell], dataset: Dataset, folders: Mapping[str, str
     record fields (git commit, version, fingerprint). ``ready``: called before any cell starts
     (the driver waits there for its MLflow store, which opens meanwhile)."""
     if not forked(compute, threads):
-        from pipeline.runtime import executor  # imports Ray: only for the cells that use it
+        from pipeline.runtime.backends import (
+            executor,  # imports Ray: only for the cells that use it
+        )
 
         return executor.run_cells(cells, dataset, folders, metas, compute, threads,
                                   snapshot_epochs, on_done, plugins, ready)
@@ -154,9 +157,9 @@ class _Workers:
 
     def outcomes(self) -> Iterator[CellOutcome]:
         """Every job's outcome, as they finish. A worker retries its cell's environment failures
-        itself (:func:`pipeline.runtime.cells.run_cell`); a cell whose worker died, or ran past
-        the policy's worst case (stuck where its timeout cannot reach it: killed here), is tried
-        again on a new worker after the policy's back-off, at most ``max_retries`` times, then
+        itself (:func:`pipeline.runtime.cells.one_cell.run_cell`); a cell whose worker died, or ran
+        past the policy's worst case (stuck where its timeout cannot reach it: killed here), is
+        tried again on a new worker after the policy's back-off, at most ``max_retries`` times, then
         failed (environment, no record: the next run trains it again)."""
         policy = self.policy
         queue = collections.deque(range(len(self.jobs)))

@@ -1,12 +1,15 @@
 """The Dask graphs of the stats, search and bounds stages: one ``compute`` per stage (per layer
 for stats), over every trained cell.
 
-Each task evaluates a batch of consecutive cells (:func:`pipeline.runtime.scheduler.batches`) by
-calling the per-cell functions of :mod:`pipeline.runtime.cell_tasks` in a loop
-(:func:`~pipeline.runtime.cell_tasks.stats_cell`, :func:`~pipeline.runtime.cell_tasks.search_one`,
-:func:`~pipeline.runtime.cell_tasks.bounds_one`) on the stage's scheduler
-(:func:`pipeline.runtime.scheduler.scheduler`); :mod:`pipeline.runtime.tables` shapes the results.
-A cell whose data is bad gets a failed row with the reason: nothing here raises for one cell.
+Each task evaluates a batch of consecutive cells
+(:func:`pipeline.runtime.backends.scheduler.batches`) by calling the per-cell functions of
+:mod:`pipeline.runtime.cells.analyses` in a loop
+(:func:`~pipeline.runtime.cells.analyses.stats_cell`,
+:func:`~pipeline.runtime.cells.analyses.search_one`,
+:func:`~pipeline.runtime.cells.analyses.bounds_one`) on the stage's scheduler
+(:func:`pipeline.runtime.backends.scheduler.scheduler`); :mod:`pipeline.runtime.cells.tables` shapes
+the results. A cell whose data is bad gets a failed row with the reason: nothing here raises for one
+cell.
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ from pipeline.config import BoundsConfig, ComputeConfig, Params, SearchConfig, S
 from pipeline.datasets import Dataset
 from pipeline.encoders.features import BACKBONE, HEAD
 from pipeline.grid import GRID_AXES, Cell
-from pipeline.runtime import layout, storage
-from pipeline.runtime.cell_tasks import StatsResult, bounds_one, search_one, stats_cell
+from pipeline.runtime.backends.scheduler import Opaque, Shared, batches, scheduler, shared
+from pipeline.runtime.cells.analyses import StatsResult, bounds_one, search_one, stats_cell
+from pipeline.runtime.cells.tables import bounds_table, search_tables, stats_tables
 from pipeline.runtime.context import cell_folders, trained_rows
-from pipeline.runtime.scheduler import Opaque, Shared, batches, scheduler, shared
-from pipeline.runtime.tables import bounds_table, search_tables, stats_tables
+from pipeline.runtime.store import files, layout
 from pipeline.stats.uncertainty import check_level
 
 LAYERS = (HEAD, BACKBONE)  # the stats stage's layers: the encoder's output, its head's input
@@ -39,12 +42,12 @@ def _stats_batch(items: Sequence[tuple[str, int, str]], cfg: StatsConfig,
             for got in stats_cell(cell_id, epoch, path, cfg, level)]
 
 
-def stats_graph(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsConfig, *,
+def stats_graph(paths: Mapping[tuple[str, int], files.Location], cfg: StatsConfig, *,
                 level: float, n_workers: int = 1) -> tuple[list[Delayed], list[int]]:
     """(tasks, files per task): each task computes a batch of files'
-    :func:`~pipeline.runtime.cell_tasks.stats_cell` results, one list of
-    :class:`~pipeline.runtime.cell_tasks.StatsResult`; the batches in ``paths``' order, about
-    :data:`~pipeline.runtime.scheduler.BATCHES_PER_WORKER` per worker.
+    :func:`~pipeline.runtime.cells.analyses.stats_cell` results, one list of
+    :class:`~pipeline.runtime.cells.analyses.StatsResult`; the batches in ``paths``' order, about
+    :data:`~pipeline.runtime.backends.scheduler.BATCHES_PER_WORKER` per worker.
 
     paths: the embeddings file of each (cell_id, epoch) — the final one and the snapshots.
     level: confidence level of the intervals (the stage passes ``report.level``).
@@ -57,7 +60,7 @@ def stats_graph(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsCon
     return tasks, [len(run) for run in runs]
 
 
-def compute_stats(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsConfig,
+def compute_stats(paths: Mapping[tuple[str, int], files.Location], cfg: StatsConfig,
                   compute_cfg: ComputeConfig, *,
                   level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary table, per-coordinate detail table) for all cells in one Dask compute.
@@ -75,16 +78,16 @@ def compute_stats(paths: Mapping[tuple[str, int], storage.Location], cfg: StatsC
     return stats_tables(results)
 
 
-def layer_paths(cells: Sequence[str], folders: Mapping[str, storage.Dir], epochs: Sequence[int],
-                final: int, layer: str) -> dict[tuple[str, int], storage.Location]:
+def layer_paths(cells: Sequence[str], folders: Mapping[str, files.Dir], epochs: Sequence[int],
+                final: int, layer: str) -> dict[tuple[str, int], files.Location]:
     """The held-out views of each (cell, epoch) of ``layer``: the final encoder's at ``final``
     (``train.epochs``), the snapshots' at the other ``epochs`` (0: the untrained control); a
     cell without a backbone file (an encoder without a head) has no backbone rows."""
     final_name, snapshot = ((layout.EMBEDDINGS, layout.snapshot) if layer == HEAD
                             else (layout.BACKBONE, layout.backbone_snapshot))
-    paths: dict[tuple[str, int], storage.Location] = {}
+    paths: dict[tuple[str, int], files.Location] = {}
     for c in cells:
-        if layer == BACKBONE and not storage.exists(folders[c] / layout.BACKBONE):
+        if layer == BACKBONE and not files.exists(folders[c] / layout.BACKBONE):
             continue
         paths[(c, final)] = folders[c] / final_name
         for epoch in epochs:  # snapshots: 0 is the untrained control
@@ -130,14 +133,14 @@ def compute_layer_stats(grid: pd.DataFrame, params: Params) -> LayerStats:
 def _each(fn: Callable[..., Any], items: Opaque, dataset: Dataset | Shared,
           cfg: Any) -> list[Any]:
     """``fn(cell, dataset, folder, cfg)`` for each (cell, folder) of a batch (``items.value``);
-    ``dataset``: the value, or where the run's :meth:`~pipeline.runtime.scheduler.Run.share`
-    holds it."""
+    ``dataset``: the value, or where the run's
+    :meth:`~pipeline.runtime.backends.scheduler.Run.share` holds it."""
     data = shared(dataset)
     return [fn(cell, data, folder, cfg) for cell, folder in items.value]
 
 
-def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storage.Location,
-             folders: Mapping[str, storage.Location], cfg: Any, compute_cfg: ComputeConfig,
+def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: files.Location,
+             folders: Mapping[str, files.Location], cfg: Any, compute_cfg: ComputeConfig,
              n_workers: int, desc: str) -> list[Any]:
     """``fn(cell, dataset, folder, cfg)`` of every cell, in order, in batches of consecutive
     cells on the stage's scheduler; the dataset is read once and shared by every batch."""
@@ -145,14 +148,14 @@ def per_cell(fn: Callable[..., Any], cells: Sequence[Cell], dataset_path: storag
         return []
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
     with scheduler(compute_cfg, n_workers) as run_all:
-        dataset = run_all.share("dataset", storage.read_dataset, str(dataset_path))
+        dataset = run_all.share("dataset", files.read_dataset, str(dataset_path))
         tasks = [delayed(_each)(fn, Opaque(run), dataset, cfg, dask_key_name=f"{desc}-{i}")
                  for i, run in enumerate(runs)]
         return [got for part in run_all(tasks, desc, [len(r) for r in runs]) for got in part]
 
 
-def compute_search(cells: Sequence[Cell], dataset_path: storage.Location,
-                   folders: Mapping[str, storage.Location], cfg: SearchConfig,
+def compute_search(cells: Sequence[Cell], dataset_path: files.Location,
+                   folders: Mapping[str, files.Location], cfg: SearchConfig,
                    compute_cfg: ComputeConfig,
                    n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per cell, the k-sweep rows) for every cell in one Dask compute; ``folders``:
@@ -163,8 +166,8 @@ def compute_search(cells: Sequence[Cell], dataset_path: storage.Location,
     return search_tables(cells, results)
 
 
-def compute_bounds(cells: Sequence[Cell], dataset_path: storage.Location,
-                   folders: Mapping[str, storage.Location], cfg: BoundsConfig,
+def compute_bounds(cells: Sequence[Cell], dataset_path: files.Location,
+                   folders: Mapping[str, files.Location], cfg: BoundsConfig,
                    compute_cfg: ComputeConfig, n_workers: int) -> pd.DataFrame:
     """Theorem 1's terms for every cell in one Dask compute; a failed cell's
     ``bound_status`` is ``failed: <reason>``."""

@@ -2,12 +2,12 @@
 
 The train stage runs its cells here when they need Ray (a cluster, GPUs, several torch threads
 a cell, or ``$CBENCH_TRAIN_WORKERS=ray``); a local CPU grid runs on processes forked from the
-stage instead (:mod:`pipeline.runtime.cell_workers`).
+stage instead (:mod:`pipeline.runtime.backends.cell_workers`).
 
 Shared inputs (the dataset) go to the object store once. A cell's environment failures (out of
 memory, too many open files, a timeout) are retried inside its task by ``run_cell``
-(:class:`pipeline.runtime.failures.RetryPolicy`); Ray's own ``max_retries`` covers lost workers
-and nodes. A cell's own failures are recorded, never retried.
+(:class:`pipeline.runtime.cells.failures.RetryPolicy`); Ray's own ``max_retries`` covers lost
+workers and nodes. A cell's own failures are recorded, never retried.
 
 A local Ray instance binds every process to 127.0.0.1 through public means only. Ray picks a
 node's address once per process, when ``ray`` is imported: the machine's external address,
@@ -41,15 +41,15 @@ import ray  # noqa: E402
 from pipeline.config import Cell, ComputeConfig  # noqa: E402
 from pipeline.datasets import Dataset  # noqa: E402
 from pipeline.plugins import load_plugins  # noqa: E402
-from pipeline.runtime.addresses import LOOPBACK, ray_address  # noqa: E402  (re-exported)
-from pipeline.runtime.cells import (  # noqa: E402
+from pipeline.runtime.backends.addresses import LOOPBACK, ray_address  # noqa: E402  (re-exported)
+from pipeline.runtime.backends.following import follow  # noqa: E402
+from pipeline.runtime.cells.failures import ENVIRONMENT, RetryPolicy  # noqa: E402
+from pipeline.runtime.cells.one_cell import (  # noqa: E402
     CellOutcome,
     prepare_worker,
     run_cell,
     torch_threads,
 )
-from pipeline.runtime.failures import ENVIRONMENT, RetryPolicy  # noqa: E402
-from pipeline.runtime.following import follow  # noqa: E402
 
 _local = {"started": False}  # whether this process's Ray instance is one start_local() made
 
@@ -73,7 +73,7 @@ def loopback_only() -> None:
         raise RuntimeError(
             f"a local Ray node would listen on {address}, not on {LOOPBACK}: Ray was imported "
             f"before {SINGLE_MACHINE_ENV}=0 was set (Ray reads it once, at import). Set it in the "
-            "environment of the process, or import pipeline.runtime.executor before ray")
+            "environment of the process, or import pipeline.runtime.backends.executor before ray")
 
 
 def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> None:

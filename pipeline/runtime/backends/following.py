@@ -1,6 +1,7 @@
 """The train stage's progress bar over its cells' outcomes, whichever backend runs them (the
-forked workers of :mod:`pipeline.runtime.cell_workers` or Ray's tasks in
-:mod:`pipeline.runtime.executor`): both hand their outcomes, as they finish, to :func:`follow`."""
+forked workers of :mod:`pipeline.runtime.backends.cell_workers` or Ray's tasks in
+:mod:`pipeline.runtime.backends.executor`): both hand their outcomes, as they finish, to
+:func:`follow`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Iterable
 
 from tqdm import tqdm
 
-from pipeline.runtime.cells import CellOutcome
+from pipeline.runtime.cells.one_cell import CellOutcome
 from pipeline.runtime.progress import Tally, stage_desc, suite_task
 
 

@@ -38,9 +38,9 @@ from pipeline.probe.frozen import (
     evaluate_inputs,
     fewshot_scores,
 )
-from pipeline.runtime import storage
-from pipeline.runtime.scheduler import Opaque, Shared, batches, scheduler, shared
-from pipeline.runtime.storage import read_dataset
+from pipeline.runtime.backends.scheduler import Opaque, Shared, batches, scheduler, shared
+from pipeline.runtime.store import files
+from pipeline.runtime.store.files import read_dataset
 from pipeline.seeding import numpy_generator
 from pipeline.stats import seed_ci
 
@@ -102,12 +102,12 @@ def probe_cell(cell: Cell, dataset: Dataset, folder: str,
                settings: ProbeSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(probe rows (cell, state, layer), few-shot rows) of one cell; a failure becomes one
     failed probe row and every episode failed."""
-    from pipeline.runtime.evaluate import load_encoders
+    from pipeline.runtime.cells.evaluate import load_encoders
 
     try:
         assert dataset.y_train is not None and dataset.y_heldout is not None
         device = pick_device("cpu" if cell.train.device == "cpu" else "auto")
-        encoders = load_encoders(cell, dataset, storage.location(folder))
+        encoders = load_encoders(cell, dataset, files.location(folder))
         rows: list[dict[str, Any]] = []
         fewshot: list[dict[str, Any]] = []
         for state in STATES:  # the same splits for both: trained and untrained are paired
@@ -179,12 +179,12 @@ def fewshot_summary(table: pd.DataFrame, level: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=None if rows else [*FEWSHOT_KEY, "episodes"])
 
 
-def compute_probe(cells: Sequence[Cell], dataset_path: storage.Location,
-                  folders: Mapping[str, storage.Location], settings: ProbeSettings, seed: int,
+def compute_probe(cells: Sequence[Cell], dataset_path: files.Location,
+                  folders: Mapping[str, files.Location], settings: ProbeSettings, seed: int,
                   compute_cfg: ComputeConfig,
                   n_workers: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(every cell's rows and the raw inputs' row, the few-shot rows), in one Dask compute
-    (cells in batches of consecutive cells, :func:`pipeline.runtime.scheduler.batches`)."""
+    (cells in batches of consecutive cells, :func:`pipeline.runtime.backends.scheduler.batches`)."""
     runs = batches([(c, str(folders[c.cell_id])) for c in cells], n_workers)
     with scheduler(compute_cfg, n_workers) as run_all:
         dataset = run_all.share("dataset", read_dataset, str(dataset_path))

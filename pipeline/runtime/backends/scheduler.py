@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from pipeline.config import ComputeConfig
 from pipeline.config.rules import DASK_CLUSTER_ENV, dask_cluster_problem
-from pipeline.runtime.addresses import LOOPBACK, ray_address
+from pipeline.runtime.backends.addresses import LOOPBACK, ray_address
 from pipeline.runtime.progress import stage_desc
 
 BATCHES_PER_WORKER = 16  # tasks per worker: balanced load and a progress bar that moves
@@ -324,7 +324,7 @@ def scheduler(compute_cfg: ComputeConfig, n_workers: int) -> Iterator[Run]:
     if ray_address(compute_cfg):
         # imports Ray: only here, so that a local run and the workers unpickling the stages'
         # tasks (whose modules import this one) do not pay for it
-        from pipeline.runtime.executor import init_ray
+        from pipeline.runtime.backends.executor import init_ray
 
         init_ray(compute_cfg)
         yield _Ray()

@@ -4,10 +4,10 @@
 blocks of ``stats.block_cols``, the summary, the intervals and the null reference;
 :func:`search_one` and :func:`bounds_one` read a cell's files and hand them to the pure
 :mod:`pipeline.search.cell` and :mod:`pipeline.bounds.cell`. The Dask graphs
-(:mod:`pipeline.runtime.dask_ops`) call them in a loop per batch of cells, and
+(:mod:`pipeline.runtime.backends.dask_ops`) call them in a loop per batch of cells, and
 ``bench/grid_scale.py`` calls the same functions in one process to measure what the stages add.
 
-Every step is a :func:`pipeline.runtime.tasks.task`: a cell whose data is bad gets a failed
+Every step is a :func:`pipeline.runtime.cells.task.task`: a cell whose data is bad gets a failed
 value with the reason, and nothing here raises for one cell's data. This module imports no
 scheduler (dask, distributed, ray) and no table library (``tests/test_layering.py``).
 """
@@ -23,9 +23,9 @@ from pipeline.bounds.cell import bounds_cell
 from pipeline.config import BoundsConfig, SearchConfig, StatsConfig
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import layout, storage
-from pipeline.runtime.evaluate import load_encoders
-from pipeline.runtime.tasks import CellDataError, Failed, task
+from pipeline.runtime.cells.evaluate import load_encoders
+from pipeline.runtime.cells.task import CellDataError, Failed, task
+from pipeline.runtime.store import files, layout
 from pipeline.search import (
     heldout_infonce_risk,
     loo_majority_knn_accuracy,
@@ -54,7 +54,7 @@ INTERVAL_LEVEL = "ci_level"  # column: the confidence level of a row's <stat>_lo
 @task()
 def _read(path: str, view: int) -> np.ndarray:
     try:
-        return storage.read_embeddings(path, view)
+        return files.read_embeddings(path, view)
     except Exception as err:  # a missing or corrupt file: this cell's reason
         raise CellDataError(f"cannot read {path} view {view}: {type(err).__name__}: {err}") from err
 
@@ -147,11 +147,11 @@ def representations(cfg: StatsConfig) -> tuple[str, ...]:
     return REPRESENTATIONS + (("projected",) if cfg.projections else ())
 
 
-def stats_cell(cell_id: str, epoch: int, path: storage.Location, cfg: StatsConfig,
+def stats_cell(cell_id: str, epoch: int, path: files.Location, cfg: StatsConfig,
                level: float) -> list[StatsResult]:
     """The :class:`StatsResult` of one embeddings file per representation, in the order of
-    :func:`representations`; a result's values may be :class:`~pipeline.runtime.tasks.Failed`,
-    nothing raises.
+    :func:`representations`; a result's values may be
+    :class:`~pipeline.runtime.cells.task.Failed`, nothing raises.
 
     The column tests run in blocks of ``stats.block_cols`` columns, concatenated; the null
     reference is computed for the raw representation only (``{}`` elsewhere and when
@@ -179,7 +179,7 @@ def _retrieval_row(path: str, cell: Cell, cfg: SearchConfig,
                    labels: np.ndarray | None) -> dict[str, Any]:
     """Recall@{1,5,10}, the held-out risk at the cell's k and at ``search.k_eval``, and the
     leave-one-out kNN accuracy where there are labels."""
-    z0, z1 = storage.read_embeddings(path, 0), storage.read_embeddings(path, 1)
+    z0, z1 = files.read_embeddings(path, 0), files.read_embeddings(path, 1)
     if not (np.isfinite(z0).all() and np.isfinite(z1).all()):
         raise CellDataError("embeddings contain NaN or infinite values")
     rank = positive_ranks(z0, z1)  # the anchors' held-out positives among all held-out views
@@ -202,7 +202,7 @@ def _retrieval_row(path: str, cell: Cell, cfg: SearchConfig,
 @task()
 def search_one(cell: Cell, dataset: Dataset, folder: str, cfg: SearchConfig) -> CellSearch:
     """Retrieval and the similarity-search quantities of one cell."""
-    where = storage.location(folder)
+    where = files.location(folder)
     row = _retrieval_row(str(where / layout.EMBEDDINGS), cell, cfg, dataset.y_heldout)
     if cell.objective != "contrastive":
         return CellSearch(row, [])

@@ -4,7 +4,7 @@ a quantity the machine does not expose is None (energy: ``energy_source = "not m
 never an estimate from a model of the hardware.
 
 :class:`CostMeter` is a context manager around a cell's work
-(:func:`pipeline.runtime.cells.run_cell` wraps training and the export of its held-out
+(:func:`pipeline.runtime.cells.one_cell.run_cell` wraps training and the export of its held-out
 embeddings in it). What it measures, and the limits:
 
 - **Peak RSS** (``peak_rss_bytes``): a Ray worker process trains many cells, so its lifetime peak

@@ -12,13 +12,13 @@ from torch import nn
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import layout, storage, weights
+from pipeline.runtime.store import files, layout, weights
 from pipeline.train import initial_encoder
 
 
-def load_encoders(cell: Cell, dataset: Dataset, folder: storage.Location) -> dict[str, nn.Module]:
+def load_encoders(cell: Cell, dataset: Dataset, folder: files.Location) -> dict[str, nn.Module]:
     """``{"trained": the saved encoder, "initial": the same architecture at its seeded init}``,
     both in eval mode; ``folder``: the cell's folder in the store (a path or a storage URI)."""
     trained = initial_encoder(cell, dataset.input_shape)
-    weights.load_into(trained, storage.read_bytes(storage.location(folder) / layout.MODEL), cell)
+    weights.load_into(trained, files.read_bytes(files.location(folder) / layout.MODEL), cell)
     return {"trained": trained.eval(), "initial": initial_encoder(cell, dataset.input_shape).eval()}

@@ -26,9 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipeline.encoders.device import DeviceUnavailableError
+from pipeline.runtime.store.layout import CELL, ENVIRONMENT
 
-CELL = "cell"
-ENVIRONMENT = "environment"
 CLASSES = (CELL, ENVIRONMENT)
 
 # OSError numbers that say the machine failed the cell: disk full or quota, I/O, a lost mount,

@@ -24,8 +24,9 @@ import torch
 from pipeline.datasets import Dataset
 from pipeline.encoders.device import pick_device
 from pipeline.grid import Cell
-from pipeline.runtime import cost, failures, layout, storage, weights
-from pipeline.runtime.store import checksums, publish
+from pipeline.runtime.cells import cost, failures
+from pipeline.runtime.store import files, layout, weights
+from pipeline.runtime.store.folders import checksums, publish
 from pipeline.train import DivergedError, backbone_views, embed_heldout, train_cell
 
 
@@ -59,7 +60,7 @@ def _record(cell: Cell, status: str, reason: str, started: float, wall: float,
 
 def _cost_record(cell: Cell, status: str, history: list[dict[str, float]],
                  meter: cost.CostMeter | None) -> dict[str, Any]:
-    """What the cell cost (:mod:`pipeline.runtime.cost`): ``train_seconds`` and
+    """What the cell cost (:mod:`pipeline.runtime.cells.cost`): ``train_seconds`` and
     ``samples_per_second`` of its training history (None for a failed cell), and the meter's
     device, peak memory and energy over training and export (for a failed cell too, up to the
     failure; None where it never started)."""
@@ -79,10 +80,10 @@ def dead_units(z: np.ndarray) -> np.ndarray:
     return np.flatnonzero(~np.any(z != 0, axis=0))
 
 
-def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels: np.ndarray | None,
+def _write_views(out: files.Dir, views: tuple[np.ndarray, np.ndarray], labels: np.ndarray | None,
                  meta: Mapping[str, str], head_name: str, backbone_name: str) -> None:
     """The head's views to ``head_name``, and the backbone's (when the encoder has one) to
-    ``backbone_name``: the same Parquet contract (``storage.embeddings_table``).
+    ``backbone_name``: the same Parquet contract (``files.embeddings_table``).
 
     The backbone's dead units (0 on every clean held-out image, view 0) are left out of both of
     its views, their indices and the backbone's width in the file's metadata (``dead_units``,
@@ -90,8 +91,8 @@ def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels:
     engine refuses it), and leaving out zeros changes no norm, so CV and the norms are the
     backbone's own.
     """
-    table = storage.embeddings_table({0: views[0], 1: views[1]}, labels, meta)
-    storage.write_table(table, out / head_name)
+    table = files.embeddings_table({0: views[0], 1: views[1]}, labels, meta)
+    files.write_table(table, out / head_name)
     backbone = backbone_views(views)
     if backbone is None:
         return
@@ -101,15 +102,15 @@ def _write_views(out: storage.Dir, views: tuple[np.ndarray, np.ndarray], labels:
     live = np.setdiff1d(np.arange(backbone[0].shape[1]), dead)
     layer_meta = {**meta, "dead_units": json.dumps(dead.tolist()),
                   "width": str(backbone[0].shape[1])}
-    table = storage.embeddings_table({0: backbone[0][:, live], 1: backbone[1][:, live]}, labels,
+    table = files.embeddings_table({0: backbone[0][:, live], 1: backbone[1][:, live]}, labels,
                                      layer_meta)
-    storage.write_table(table, out / backbone_name)
+    files.write_table(table, out / backbone_name)
 
 
-def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
+def _write_outputs(out: files.Dir, cell: Cell, dataset: Dataset, meta: Mapping[str, Any],
                    snapshot_epochs: Sequence[int]) -> tuple[list[dict[str, float]], Any]:
     result = train_cell(cell, dataset, snapshot_epochs)
-    storage.atomic_write_bytes(out / layout.MODEL, weights.to_bytes(result.model, cell))
+    files.atomic_write_bytes(out / layout.MODEL, weights.to_bytes(result.model, cell))
     file_meta = {"cell_id": cell.training_id,
                  "config": json.dumps(cell.training_config(), sort_keys=True),
                  **{k: str(v) for k, v in meta.items() if isinstance(v, str)}}
@@ -121,12 +122,12 @@ def _write_outputs(out: storage.Dir, cell: Cell, dataset: Dataset, meta: Mapping
                  layout.EMBEDDINGS, layout.BACKBONE)
     history = [asdict(h) for h in result.history]
     compute = result.compute.as_record() if result.compute is not None else None
-    storage.write_frame(pd.DataFrame(history).assign(cell_id=cell.training_id),
+    files.write_frame(pd.DataFrame(history).assign(cell_id=cell.training_id),
                         out / layout.HISTORY)
     return history, compute
 
 
-def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mapping[str, Any],
+def run_cell(cell: Cell, dataset: Dataset, folder: files.Location, meta: Mapping[str, Any],
              threads: int = 1, snapshot_epochs: Sequence[int] = (),
              policy: failures.RetryPolicy = failures.NO_RETRY) -> CellOutcome:
     """Train ``cell`` and write its files to ``folder`` (its version's folder in the store).
@@ -142,16 +143,16 @@ def run_cell(cell: Cell, dataset: Dataset, folder: storage.Location, meta: Mappi
     the record lists each file's size and SHA-256 so that later damage is seen, and what the
     cell cost (:func:`_cost_record`: training seconds and rate, peak memory, device, energy:
     outputs, like ``wall_seconds``, never part of the cell's id or version). Publishing is
-    first-writer-wins (:func:`pipeline.runtime.store.publish`): if a done cell is already at
+    first-writer-wins (:func:`pipeline.runtime.store.folders.publish`): if a done cell is already at
     ``folder``, it stays and the outcome is its record, ``reused``.
 
-    ``policy``: an attempt that fails by its environment (:func:`pipeline.runtime.failures.
+    ``policy``: an attempt that fails by its environment (:func:`pipeline.runtime.cells.failures.
     classify`) or runs past ``policy.timeout_s`` is thrown away and run again, after a back-off,
     up to ``policy.max_retries`` times; the record lists the earlier attempts' reasons
     (``retried``) and counts them all (``attempts``). A cell's own failure is not retried.
     """
     with torch_threads(threads):
-        return _run(cell, dataset, storage.location(folder), meta, snapshot_epochs, policy)
+        return _run(cell, dataset, files.location(folder), meta, snapshot_epochs, policy)
 
 
 @functools.cache
@@ -179,7 +180,7 @@ def torch_threads(threads: int) -> Iterator[None]:
 class _Attempt:
     """One try at a cell's files, in its own staging folder ``work``."""
 
-    work: storage.Dir
+    work: files.Dir
     started: float
     status: str = "ok"
     reason: str = ""
@@ -190,9 +191,9 @@ class _Attempt:
     wall: float = 0.0
 
 
-def _attempt(cell: Cell, dataset: Dataset, final: storage.Location, meta: Mapping[str, Any],
+def _attempt(cell: Cell, dataset: Dataset, final: files.Location, meta: Mapping[str, Any],
              snapshot_epochs: Sequence[int], timeout_s: float | None) -> _Attempt:
-    at = _Attempt(storage.staging_dir(final), time.time())
+    at = _Attempt(files.staging_dir(final), time.time())
     start = time.perf_counter()
     try:
         at.meter = cost.CostMeter(pick_device(cell.train.device))
@@ -208,7 +209,7 @@ def _attempt(cell: Cell, dataset: Dataset, final: storage.Location, meta: Mappin
     return at
 
 
-def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, Any],
+def _run(cell: Cell, dataset: Dataset, final: files.Dir, meta: Mapping[str, Any],
          snapshot_epochs: Sequence[int], policy: failures.RetryPolicy) -> CellOutcome:
     retried: list[dict[str, Any]] = []
     while True:
@@ -217,7 +218,7 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
             break
         retried.append({"reason": at.reason.splitlines()[0][:500],
                         "wall_seconds": round(at.wall, 3)})
-        storage.remove_tree(at.work)
+        files.remove_tree(at.work)
         time.sleep(policy.wait_before(len(retried)))
     work, status, reason, kind, history = at.work, at.status, at.reason, at.kind, at.history
     compute, meter, started = at.compute, at.meter, at.started
@@ -229,20 +230,20 @@ def _run(cell: Cell, dataset: Dataset, final: storage.Dir, meta: Mapping[str, An
     record["compute"] = compute  # the precision and memory format that trained it (auto: measured)
     record |= _cost_record(cell, status, history, meter)
     if kind:
-        record["failure_class"] = kind  # environment: retried again next run (store.inspect)
+        record["failure_class"] = kind  # environment: retried again next run (folders.inspect)
     if status == "ok":
-        names = sorted(n for n in storage.list_dir(work) if not n.startswith("."))
+        names = sorted(n for n in files.list_dir(work) if not n.startswith("."))
         record["files"] = checksums(work, names)
         record["embeddings_sha256"] = record["files"][layout.EMBEDDINGS]["sha256"]
     else:  # keep only the record of a failure
-        storage.remove_tree(work)
-        work = storage.staging_dir(final)
-    storage.atomic_write_json(work / layout.RECORD, record)
+        files.remove_tree(work)
+        work = files.staging_dir(final)
+    files.atomic_write_json(work / layout.RECORD, record)
     published = publish(work, final)
     if published.kept:  # another writer's done cell was there first: it stays, reused
         kept = dict(published.record)
         if kept.get("status") == "ok":
-            history = storage.read_frame(final / layout.HISTORY).drop(
+            history = files.read_frame(final / layout.HISTORY).drop(
                 columns="cell_id").to_dict("records")
         return CellOutcome(cell.cell_id, str(kept.get("status")), str(kept.get("reason", "")),
                            wall, history, kept, reused=True,

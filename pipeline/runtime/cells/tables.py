@@ -1,5 +1,5 @@
 """The stats, search and bounds stages' tables, from the per-cell results of
-:mod:`pipeline.runtime.cell_tasks`: where named results become rows.
+:mod:`pipeline.runtime.cells.analyses`: where named results become rows.
 
 A failed cell is a row with its status and reason (``status``/``reason``, ``search_status``/
 ``search_reason``, ``bound_status``), never a missing one. No scheduler here: the same
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline.grid import Cell
-from pipeline.runtime.cell_tasks import StatsResult
-from pipeline.runtime.tasks import Failed
+from pipeline.runtime.cells.analyses import StatsResult
+from pipeline.runtime.cells.task import Failed
 from pipeline.search.cell import CellSearch
 from pipeline.stats import CellSummary
 
@@ -37,7 +37,7 @@ def _stats_row(got: StatsResult) -> dict[str, Any]:
 
 def stats_tables(results: Sequence[StatsResult]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary table, per-coordinate detail table) of
-    :func:`~pipeline.runtime.cell_tasks.stats_cell` results, in order; no detail rows for a
+    :func:`~pipeline.runtime.cells.analyses.stats_cell` results, in order; no detail rows for a
     cell whose data failed the checks."""
     rows, parts = [], []
     for got in results:
@@ -62,7 +62,7 @@ def stats_tables(results: Sequence[StatsResult]) -> tuple[pd.DataFrame, pd.DataF
 
 def search_tables(cells: Sequence[Cell],
                   results: Sequence[CellSearch | Failed]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per cell, the k-sweep rows) of :func:`~pipeline.runtime.cell_tasks.search_one`
+    """(one row per cell, the k-sweep rows) of :func:`~pipeline.runtime.cells.analyses.search_one`
     results."""
     rows, sweep = [], []
     for cell, got in zip(cells, results, strict=True):
@@ -77,7 +77,7 @@ def search_tables(cells: Sequence[Cell],
 
 def bounds_table(cells: Sequence[Cell],
                  results: Sequence[dict[str, Any] | Failed]) -> pd.DataFrame:
-    """One row per cell of :func:`~pipeline.runtime.cell_tasks.bounds_one` results; a failed
+    """One row per cell of :func:`~pipeline.runtime.cells.analyses.bounds_one` results; a failed
     cell's ``bound_status`` is ``failed: <reason>``."""
     return pd.DataFrame([{"cell_id": c.cell_id, **(
         {"bound_status": f"failed: {got.reason}"} if isinstance(got, Failed) else got)}

@@ -10,8 +10,8 @@ about 1e-6 relative per operation and drifts over a training; on the machine tha
 cell, the differences are 0 or at rounding level.
 
 Each check is written to the cell store beside the cell (``<store>/verify/<training id>/
-<version>.json``, :func:`pipeline.runtime.store.verify_record_path`), so every workspace that
-uses the cell sees it; the report stage marks reproduced cells and ``cells.csv`` carries the
+<version>.json``, :func:`pipeline.runtime.store.folders.verify_record_path`), so every workspace
+that uses the cell sees it; the report stage marks reproduced cells and ``cells.csv`` carries the
 result.
 """
 
@@ -28,10 +28,10 @@ import numpy as np
 
 from pipeline.datasets import Dataset
 from pipeline.grid import Cell
-from pipeline.runtime import layout, storage
-from pipeline.runtime.cells import run_cell
-from pipeline.runtime.storage import Location
-from pipeline.runtime.store import verify_record_path
+from pipeline.runtime.cells.one_cell import run_cell
+from pipeline.runtime.store import files, layout
+from pipeline.runtime.store.files import Location
+from pipeline.runtime.store.folders import verify_record_path
 from pipeline.stats import alignment, anderson_darling, thin_shell_cv, uniformity
 
 
@@ -97,8 +97,8 @@ def _headline(z0: np.ndarray, z1: np.ndarray) -> dict[str, float]:
 
 
 def _views(folder: Location) -> tuple[np.ndarray, np.ndarray]:
-    path = storage.location(folder) / layout.EMBEDDINGS
-    return storage.read_embeddings(path, 0), storage.read_embeddings(path, 1)
+    path = files.location(folder) / layout.EMBEDDINGS
+    return files.read_embeddings(path, 0), files.read_embeddings(path, 1)
 
 
 def compare(stored: Location, retrained: Location) -> list[Check]:
@@ -109,7 +109,7 @@ def compare(stored: Location, retrained: Location) -> list[Check]:
     scale = max(float(np.linalg.norm(a)), 1e-300)
     drift = float(np.linalg.norm(b - a)) / scale if a.shape == b.shape else float("inf")
     checks.append(Check("embeddings", 0.0, drift, TOLERANCES["embeddings"].agrees(0.0, drift)))
-    loss = [storage.read_json(storage.location(f) / layout.RECORD).get("final_loss") for f in
+    loss = [files.read_json(files.location(f) / layout.RECORD).get("final_loss") for f in
             (stored, retrained)]
     if loss[0] is not None and loss[1] is not None:
         tol = TOLERANCES["final_loss"]
@@ -156,7 +156,7 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
                 dataset: Dataset, chosen: Sequence[Mapping[str, Any]],
                 threads: int = 1) -> list[Verification]:
     """Retrain the ``chosen`` manifest rows' cells (of ``params``'s grid) and record each check
-    in the store (:func:`pipeline.runtime.store.verify_record_path`)."""
+    in the store (:func:`pipeline.runtime.store.folders.verify_record_path`)."""
     from tqdm import tqdm
 
     from pipeline.config import expand
@@ -165,8 +165,8 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
     out = []
     for row in tqdm(chosen, desc="verify", unit="cell"):
         cell = cells[str(row["cell_id"])]
-        folder = storage.location(str(row["path"]))
-        record = storage.read_json(folder / layout.RECORD)
+        folder = files.location(str(row["path"]))
+        record = files.read_json(folder / layout.RECORD)
         ran = record.get("compute") or {}
         if "auto" in (cell.train.precision, cell.train.memory_format) and ran:
             cell = replace(cell, train=replace(cell.train, precision=ran["precision"],
@@ -174,7 +174,7 @@ def verify_grid(params: Any, rows: Sequence[Mapping[str, Any]], store: Location,
         meta = {k: record[k] for k in ("git_sha", "dataset_hash", "code_version", "version",
                                        "code_fingerprint") if k in record}
         result = verify_cell(cell, folder, str(row["version"]), dataset, meta, threads)
-        storage.atomic_write_json(verify_record_path(store, cell.training_id, str(row["version"])),
+        files.atomic_write_json(verify_record_path(store, cell.training_id, str(row["version"])),
                                   result.as_record())
         out.append(result)
     return out

@@ -24,8 +24,9 @@ or whose holder died owns what that holder left (its staging folders: see
 On a local or ``file://`` store, every check-and-take happens under an exclusive ``flock`` of
 ``claims/.lock``; object stores have no such primitive, and there the take is a check then a
 write (two drivers starting within the same second can both win; use one driver per cell
-prefix there). Publishing is first-writer-wins in any case (:func:`pipeline.runtime.store.publish`),
-so a claim taken wrongly costs a duplicate training, never a replaced cell.
+prefix there). Publishing is first-writer-wins in any case
+(:func:`pipeline.runtime.store.folders.publish`), so a claim taken wrongly costs a duplicate
+training, never a replaced cell.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.runtime import storage
-from pipeline.runtime.storage import Location
+from pipeline.runtime.store import files
+from pipeline.runtime.store.files import Location
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class Claims:
 
     def __init__(self, store: Location, ttl: float = 30.0, beat: float = 3.0,
                  clock: Callable[[], float] = time.monotonic):
-        self.folder = storage.location(store) / "claims"
+        self.folder = files.location(store) / "claims"
         self.ttl, self.beat, self.clock = ttl, beat, clock
         boot, pidns = pid_space()
         self.me = Holder(uuid.uuid4().hex[:12], socket.gethostname(), os.getpid(), time.time(),
@@ -112,7 +113,7 @@ class Claims:
 
     def _beat(self) -> None:
         self._beats += 1  # the count makes every heartbeat differ; 'beat' (wall) is for people
-        storage.atomic_write_json(self._heartbeat_path(self.me.driver),
+        files.atomic_write_json(self._heartbeat_path(self.me.driver),
                                   {**asdict(self.me), "count": self._beats, "beat": time.time()})
 
     def _run(self) -> None:
@@ -133,12 +134,12 @@ class Claims:
         for key in list(self.held):
             self.release(key)
         with contextlib.suppress(OSError):
-            storage.remove_file(self._heartbeat_path(self.me.driver))
+            files.remove_file(self._heartbeat_path(self.me.driver))
 
     # --- liveness --------------------------------------------------------------------------
     def _heartbeat(self, driver: str) -> bytes | None:
         try:
-            return storage.read_bytes(self._heartbeat_path(driver))
+            return files.read_bytes(self._heartbeat_path(driver))
         except (FileNotFoundError, OSError):
             return None
 
@@ -167,12 +168,12 @@ class Claims:
         return self.folder / (key.replace("/", "-") + ".json")
 
     def _mutex(self) -> contextlib.AbstractContextManager[None]:
-        local = storage.local_path(self.folder)
-        return storage.exclusive(local / ".lock") if local is not None else contextlib.nullcontext()
+        local = files.local_path(self.folder)
+        return files.exclusive(local / ".lock") if local is not None else contextlib.nullcontext()
 
     def _read(self, key: str) -> Holder | None:
         try:
-            return Holder(**storage.read_json(self._path(key)))
+            return Holder(**files.read_json(self._path(key)))
         except (FileNotFoundError, OSError, ValueError, TypeError, json.JSONDecodeError):
             return None
 
@@ -189,7 +190,7 @@ class Claims:
             current = self._read(key)
             if current is not None and current.driver != self.me.driver and self.alive(current):
                 return False
-            storage.atomic_write_json(self._path(key), asdict(self.me))
+            files.atomic_write_json(self._path(key), asdict(self.me))
         self.held.add(key)
         return True
 
@@ -204,5 +205,5 @@ class Claims:
             for key in keys:
                 current = self._read(key)
                 if current is not None and current.driver == self.me.driver:
-                    storage.remove_file(self._path(key))
+                    files.remove_file(self._path(key))
         self.held.difference_update(keys)

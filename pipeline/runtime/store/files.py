@@ -5,8 +5,8 @@ Every write goes to a temporary name in the same folder and is renamed into plac
 with ``status: ok``; it is written last.
 
 A cell folder is written whole in a staging folder of the writer's own (:func:`staging_dir`,
-never touching another writer's) and published by :func:`pipeline.runtime.store.publish` with
-the primitives here: under :func:`publish_lock`, a rename onto a path where nothing is
+never touching another writer's) and published by :func:`pipeline.runtime.store.folders.publish`
+with the primitives here: under :func:`publish_lock`, a rename onto a path where nothing is
 (:func:`rename_new`), so the first good cell at a path stays there.
 
 Paths are local paths or ``pyarrow.fs`` URIs (``s3://bucket/prefix``, ``gs://…``,
@@ -124,7 +124,7 @@ def local_path(path: Location) -> Path | None:
 
 def staging_dir(final: Location) -> Path | ObjectPath:
     """A folder of this writer's own, ``.<name>.<random>.tmp`` beside ``final``, to write what
-    :func:`pipeline.runtime.store.publish` then puts at ``final``.
+    :func:`pipeline.runtime.store.folders.publish` then puts at ``final``.
 
     Every call gets a new folder and none touches another: a sibling may be a live writer's
     (removing the leftovers of dead writers is :func:`remove_staging`'s job, under the cell's

@@ -15,12 +15,12 @@ A cell is *done* when its ``cell.json`` says ok and every file it lists has the 
 it recorded (a truncated or corrupted file makes it incomplete: it is retrained). A cell that
 failed by itself (a NaN loss, an exception in its own code) records the failure and is not
 retried until its config or version changes; one that the environment failed (no such device,
-out of memory, disk, I/O: :mod:`pipeline.runtime.failures`) is retried on the next run.
+out of memory, disk, I/O: :mod:`pipeline.runtime.cells.failures`) is retried on the next run.
 
 Publishing is first-writer-wins (:func:`publish`): a writer stages the whole cell in a folder of
 its own and renames it onto the cell's path only where no done cell is; a later writer that
 finds a done cell there discards its copy and reports the cell reused, and a failure record
-never replaces a good cell. Drivers' claims (:mod:`pipeline.runtime.claims`) keep two drivers
+never replaces a good cell. Drivers' claims (:mod:`pipeline.runtime.store.claims`) keep two drivers
 from training one cell; publishing keeps a cell whole and first even when a claim was lost.
 """
 
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import store_path
-from pipeline.runtime import layout, storage
-from pipeline.runtime.failures import ENVIRONMENT
-from pipeline.runtime.storage import Dir, Location
+from pipeline.runtime.store import files, layout
+from pipeline.runtime.store.files import Dir, Location
+from pipeline.runtime.store.layout import ENVIRONMENT
 
 EXPERIMENT_COPY = "/.dvc/tmp/exps/"  # where DVC runs --temp and --queue experiments
 
@@ -64,7 +64,7 @@ def default_store() -> Path:
 def store_root(storage_uri: str | None) -> Dir:
     """``compute.storage`` when set, else :func:`default_store`. On a cluster that is the shared
     volume (``$CBENCH_STORE`` on every pod and node) or an object store URI."""
-    return storage.location(storage_uri) if storage_uri else default_store()
+    return files.location(storage_uri) if storage_uri else default_store()
 
 
 def version_of(code_digest: str, dataset_hash: str, runs: str = "") -> str:
@@ -75,14 +75,14 @@ def version_of(code_digest: str, dataset_hash: str, runs: str = "") -> str:
 
 
 def cell_folder(root: Location, cell_id: str, version: str) -> Dir:
-    return storage.location(root) / cell_id / version
+    return files.location(root) / cell_id / version
 
 
 def versions(root: Location, cell_id: str) -> list[str]:
     """The versions of ``cell_id`` in the store that have a ``cell.json``, newest first."""
-    base = storage.location(root) / cell_id
+    base = files.location(root) / cell_id
     found = []
-    for name in storage.list_dir(base):
+    for name in files.list_dir(base):
         record = read_record(base / name)
         if record is not None:
             found.append((str(record.get("finished_at", "")), name))
@@ -91,9 +91,9 @@ def versions(root: Location, cell_id: str) -> list[str]:
 
 def read_record(folder: Location) -> dict[str, Any] | None:
     """The cell's ``cell.json``, or None when it is missing or unreadable."""
-    path = storage.location(folder) / layout.RECORD
+    path = files.location(folder) / layout.RECORD
     try:
-        record = storage.read_json(path)
+        record = files.read_json(path)
     except (FileNotFoundError, OSError, ValueError, json.JSONDecodeError):
         return None
     return record if isinstance(record, dict) else None
@@ -101,20 +101,20 @@ def read_record(folder: Location) -> dict[str, Any] | None:
 
 def checksums(folder: Location, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``{file: {"bytes": size, "sha256": digest}}`` of the named files of a cell folder."""
-    return {name: {"bytes": storage.size(storage.location(folder) / name),
-                   "sha256": storage.file_sha256(storage.location(folder) / name)}
+    return {name: {"bytes": files.size(files.location(folder) / name),
+                   "sha256": files.file_sha256(files.location(folder) / name)}
             for name in names}
 
 
 def verify(folder: Location, recorded: Mapping[str, Mapping[str, Any]]) -> str:
     """'' when every recorded file has its recorded size and SHA-256, else what is wrong."""
     for name, expected in sorted(recorded.items()):
-        path = storage.location(folder) / name
-        if not storage.exists(path):
+        path = files.location(folder) / name
+        if not files.exists(path):
             return f"{name} is missing"
-        if storage.size(path) != expected["bytes"]:
-            return f"{name} has {storage.size(path)} bytes, {expected['bytes']} recorded"
-        if storage.file_sha256(path) != expected["sha256"]:
+        if files.size(path) != expected["bytes"]:
+            return f"{name} has {files.size(path)} bytes, {expected['bytes']} recorded"
+        if files.file_sha256(path) != expected["sha256"]:
             return f"{name} does not match its recorded SHA-256"
     return ""
 
@@ -136,7 +136,7 @@ def inspect(folder: Location, snapshot_epochs: Sequence[int] = ()) -> CellState:
     """The state of a cell folder: its record, and whether its files are intact."""
     record = read_record(folder)
     if record is None:
-        return CellState("todo", problem="no cell.json" if storage.exists(folder) else "")
+        return CellState("todo", problem="no cell.json" if files.exists(folder) else "")
     if record.get("status") == "failed":
         if record.get("failure_class") == ENVIRONMENT:  # where it ran failed it: try again
             reason = str(record.get("reason", "")).splitlines()[:1]
@@ -144,13 +144,13 @@ def inspect(folder: Location, snapshot_epochs: Sequence[int] = ()) -> CellState:
         return CellState("failed", record)
     if record.get("status") != "ok":
         return CellState("todo", record, f"cell.json status {record.get('status')!r}")
-    files = record.get("files")
-    if not isinstance(files, Mapping):
+    sums = record.get("files")
+    if not isinstance(sums, Mapping):
         return CellState("todo", record, "cell.json lists no checksums")
-    missing = [e for e in snapshot_epochs if layout.snapshot(e) not in files]
+    missing = [e for e in snapshot_epochs if layout.snapshot(e) not in sums]
     if missing:
         return CellState("todo", record, f"no snapshot for epochs {missing}")
-    problem = verify(folder, files)
+    problem = verify(folder, sums)
     return CellState("todo" if problem else "done", record, problem)
 
 
@@ -182,13 +182,13 @@ def publish(work: Location, final: Location) -> Published:
     """Put the staged cell folder ``work`` (its ``cell.json`` written last) at ``final``,
     unless what is there stays (:func:`supersedes`); then ``work`` is deleted.
 
-    Local and ``file://`` stores: under ``final``'s publish lock (``storage.publish_lock``),
+    Local and ``file://`` stores: under ``final``'s publish lock (``files.publish_lock``),
     what is at ``final`` is inspected, set aside if superseded, and ``work`` is renamed onto
-    the then empty path (``storage.rename_new``: a folder rename that cannot replace a
+    the then empty path (``files.rename_new``: a folder rename that cannot replace a
     published one). A writer killed at any point leaves at ``final`` what was there, nothing
     (killed between setting aside and renaming), or the new cell, never a mix; its staging and
     set-aside folders stay until the next holder of the cell's claim removes them
-    (``storage.remove_staging``).
+    (``files.remove_staging``).
 
     A good record must list every file of ``layout.REQUIRED`` (a writer whose staging was
     removed under it, its claim taken, cannot publish what it rewrote of it).
@@ -210,19 +210,19 @@ def publish(work: Location, final: Location) -> Published:
     if new.get("status") == "ok" and lacking:  # e.g. a writer whose staging was removed midway
         raise ValueError(f"{work}: cell.json says ok but lists no {', '.join(lacking)}; a good "
                          "cell has every file of layout.REQUIRED")
-    local, staged = storage.local_path(final), storage.local_path(work)
+    local, staged = files.local_path(final), files.local_path(work)
     if local is None or staged is None:
-        return _publish_objects(storage.location(work), storage.location(final), new)
-    with storage.publish_lock(local):
+        return _publish_objects(files.location(work), files.location(final), new)
+    with files.publish_lock(local):
         while True:  # a second turn only if a writer that skips the lock got in between
             there = inspect(local)
             if not supersedes(new, there):
-                storage.remove_tree(staged)
+                files.remove_tree(staged)
                 return Published(True, there.record)
-            aside = storage.set_aside(local) if os.path.lexists(local) else None
-            moved = storage.rename_new(staged, local)
+            aside = files.set_aside(local) if os.path.lexists(local) else None
+            moved = files.rename_new(staged, local)
             if aside is not None:
-                storage.remove_tree(aside)
+                files.remove_tree(aside)
             if moved:
                 break
     return Published(False, new)
@@ -232,20 +232,20 @@ def _publish_objects(work: Dir, final: Dir, new: Mapping[str, Any]) -> Published
     """:func:`publish` on an object store: decide, then move file by file, ``cell.json`` last."""
     there = inspect(final)
     if not supersedes(new, there):
-        storage.remove_tree(work)
+        files.remove_tree(work)
         return Published(True, there.record)
-    for name in storage.list_dir(work):
+    for name in files.list_dir(work):
         if name != layout.RECORD:
-            storage.move_file(work / name, final / name)
-    storage.move_file(work / layout.RECORD, final / layout.RECORD)
-    storage.remove_tree(work)
+            files.move_file(work / name, final / name)
+    files.move_file(work / layout.RECORD, final / layout.RECORD)
+    files.remove_tree(work)
     return Published(False, new)
 
 
 def verify_record_path(store: Location, training_id: str, version: str) -> Location:
     """Where ``cbench verify``'s check of a cell is kept: beside the cells, per training and
-    version (:mod:`pipeline.runtime.verify`)."""
-    return storage.location(store) / "verify" / training_id / f"{version}.json"
+    version (:mod:`pipeline.runtime.cells.verify`)."""
+    return files.location(store) / "verify" / training_id / f"{version}.json"
 
 
 def read_verify_checks(store: Location,
@@ -255,6 +255,6 @@ def read_verify_checks(store: Location,
     for row in rows:
         path = verify_record_path(store, str(row.get("training_id") or row["cell_id"]),
                                   str(row.get("version", "")))
-        if storage.exists(path):
-            out[str(row["cell_id"])] = storage.read_json(path)
+        if files.exists(path):
+            out[str(row["cell_id"])] = files.read_json(path)
     return out

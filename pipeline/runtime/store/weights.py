@@ -23,7 +23,7 @@ from torch import nn
 
 from pipeline.encoders.pretrained import PretrainedEncoder
 from pipeline.grid import Cell
-from pipeline.runtime import storage
+from pipeline.runtime.store import files
 
 
 def frozen_prefixes(model: nn.Module) -> list[str]:
@@ -34,7 +34,7 @@ def frozen_prefixes(model: nn.Module) -> list[str]:
 
 @functools.cache
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    return storage.file_sha256(path)
+    return files.file_sha256(path)
 
 
 def backbone_sha256(cell: Cell) -> str:

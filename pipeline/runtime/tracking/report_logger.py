@@ -3,12 +3,13 @@
 Importing MLflow and SQLAlchemy takes the report stage about 3 s before it logs anything, and
 logging 1000 cells' metrics about 2 s more; none of it needs the report until its metrics exist.
 :class:`ReportLogger` forks a process at the start of the stage that imports MLflow and reads
-the cell runs' latest metrics (:func:`pipeline.runtime.tracking.cell_metrics`) while this
-process builds the report; it logs the metrics (:func:`~pipeline.runtime.report_tracking.
+the cell runs' latest metrics (:func:`pipeline.runtime.tracking.runs.cell_metrics`) while this
+process builds the report; it logs the metrics (:func:`~pipeline.runtime.tracking.report_metrics.
 log_metrics`) as soon as :meth:`ReportLogger.metrics` hands them over, while this process
-renders and writes the files, and logs ``reports/`` (:func:`~pipeline.runtime.report_tracking.
-log_reports`) once :meth:`ReportLogger.reports` says they are written. What it logs is what
-:func:`~pipeline.runtime.report_tracking.sync` logs inline; off Linux, or on one core, the
+renders and writes the files, and logs ``reports/``
+(:func:`~pipeline.runtime.tracking.report_metrics. log_reports`) once :meth:`ReportLogger.reports`
+says they are written. What it logs is what
+:func:`~pipeline.runtime.tracking.report_metrics.sync` logs inline; off Linux, or on one core, the
 logger runs that inline instead.
 
 Failures: an error in the logging process is raised here by the next call that can see it
@@ -44,19 +45,19 @@ def _forkable() -> bool:
 def _serve(conn: Connection, uri: str, experiment: str, grid: pd.DataFrame) -> None:
     """The logging process: import, read the runs, then log what the stage sends, in order."""
     try:
-        from pipeline.runtime import report_tracking
-        from pipeline.runtime.tracking import Tracker, cell_metrics
+        from pipeline.runtime.tracking import report_metrics
+        from pipeline.runtime.tracking.runs import Tracker, cell_metrics
 
         tracker = Tracker(uri, experiment)
         runs = cell_metrics(uri, experiment)
         kind, values = conn.recv()
         if kind != "metrics":
             return
-        logged = report_tracking.log_metrics(tracker, grid, values, runs)
+        logged = report_metrics.log_metrics(tracker, grid, values, runs)
         kind, folder = conn.recv()
         if kind != "reports":
             return
-        conn.send(("done", (logged, report_tracking.log_reports(tracker, Path(folder)))))
+        conn.send(("done", (logged, report_metrics.log_reports(tracker, Path(folder)))))
     except EOFError:  # the stage ended without a word: nothing more to log
         return
     except BaseException:  # noqa: BLE001 — sent to the stage, which raises it
@@ -68,7 +69,8 @@ def _serve(conn: Connection, uri: str, experiment: str, grid: pd.DataFrame) -> N
 class ReportLogger:
     """Log a report to the MLflow store at ``uri`` (experiment ``experiment``) for the cells of
     ``grid``: ``metrics(report.mlflow)`` once built, ``reports(folder)`` once written (returns
-    what :func:`~pipeline.runtime.report_tracking.track` returns); use it as a context manager."""
+    what :func:`~pipeline.runtime.tracking.report_metrics.track` returns); use it as a context
+    manager."""
 
     def __init__(self, uri: str, experiment: str, grid: pd.DataFrame,
                  background: bool | None = None) -> None:
@@ -122,11 +124,11 @@ class ReportLogger:
         """``folder`` is written: log it, wait for the logger, and return (how many runs got
         metrics, the id of the run that got the reports or None)."""
         if self._conn is None:
-            from pipeline.runtime import report_tracking
+            from pipeline.runtime.tracking import report_metrics
 
             if self._values is None:
                 raise RuntimeError("ReportLogger.reports: metrics() was not called first")
-            return report_tracking.sync(self.uri, self.experiment, self.grid, self._values,
+            return report_metrics.sync(self.uri, self.experiment, self.grid, self._values,
                                         folder)
         self._send("reports", str(folder))
         logged, run_id = self._receive()[1]

@@ -1,9 +1,9 @@
 """The report stage's MLflow side: each cell's report metrics into its training's run, reports/
 as artifacts (:func:`track`), from the cell runs' latest metrics
-(:func:`pipeline.runtime.tracking.cell_metrics`).
+(:func:`pipeline.runtime.tracking.runs.cell_metrics`).
 
 The report stage runs these in a second process while it builds and writes the report
-(:class:`pipeline.runtime.report_logger.ReportLogger`), or inline through :func:`sync`.
+(:class:`pipeline.runtime.tracking.report_logger.ReportLogger`), or inline through :func:`sync`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.grid import GRID_AXES
-from pipeline.runtime.tracking import Tracker, cell_metrics, run_key
+from pipeline.runtime.tracking.runs import Tracker, cell_metrics, run_key
 
 Runs = Mapping[str, tuple[str, Mapping[str, float]]]  # run key -> (run id, latest metrics)
 
@@ -30,7 +30,7 @@ def sync(uri: str, experiment: str, grid: pd.DataFrame,
 def _run_metrics(runs: Mapping[str, str], grid: pd.DataFrame,
                  values: Mapping[str, list[tuple[str, float]]]) -> dict[str, list]:
     """Each cell's final metrics (``values``) by the run id of its training's MLflow run
-    (``runs``: :func:`~pipeline.runtime.tracking.run_key` → run id). Cells that share a
+    (``runs``: :func:`~pipeline.runtime.tracking.runs.run_key` → run id). Cells that share a
     training (they differ only in keys it does not read, such as k for a loss without
     negatives) share its run, so their metrics carry the grid values that tell them apart
     (``recall_at_1/k_16``: MLflow allows no ``=`` or ``,`` in a metric name)."""

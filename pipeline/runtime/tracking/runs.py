@@ -11,7 +11,7 @@ batch shares one; docs/speed.md has the measurements); a batch holds one run's d
 API has none across runs), and :meth:`Tracker.log_changed` leaves out the values a run already
 holds. On a local SQLite store the train driver's new cell runs (:func:`record_cells`) and the
 report's metrics (:meth:`Tracker.log_changed`) go in one transaction for many runs
-(:mod:`pipeline.runtime.tracking_sql`), written as the client's calls would write them.
+(:mod:`pipeline.runtime.tracking.sql_writer`), written as the client's calls would write them.
 
 The tracking URI is ``$MLFLOW_TRACKING_URI`` when it is set (MLflow's own convention: a cluster
 passes it, with ``MLFLOW_TRACKING_USERNAME`` / ``_PASSWORD`` / ``_TOKEN``, which MLflow reads
@@ -49,9 +49,9 @@ from mlflow.utils.mlflow_tags import (
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from pipeline.runtime import tracking_sql
 from pipeline.runtime.paths import sqlite_path
-from pipeline.runtime.storage import exclusive
+from pipeline.runtime.store.files import exclusive
+from pipeline.runtime.tracking import sql_writer
 
 _BATCH = 900  # below MLflow's 1000-entity limit per log_batch
 _PAGE = 10_000  # runs per search_runs page
@@ -191,7 +191,7 @@ class Tracker:
         """:meth:`cell_runs`' ids and statuses: on a local SQLite store from two queries of
         MLflow's tables (:func:`_sqlite_cell_runs`), not a search that builds every run's
         params, tags and metrics (its cost grows with every run's params and metrics)."""
-        if tracking_sql.is_local_sqlite(self.uri):
+        if sql_writer.is_local_sqlite(self.uri):
             return {key: RunRef(run_id, status) for key, (run_id, status, _)
                     in _sqlite_cell_runs(self.uri, self.experiment, with_metrics=False).items()}
         return {key: RunRef(str(r.info.run_id), str(r.info.status))
@@ -236,8 +236,8 @@ class Tracker:
         latest one left out (``latest``: run id → metric name → its latest value, as
         :func:`cell_metrics` reads them), so a rerun that computed the same values logs nothing.
         On a local SQLite store every run's values go in one transaction
-        (:func:`pipeline.runtime.tracking_sql.log_metrics`); elsewhere one ``log_batch`` per run
-        with a changed metric, the fewest MLflow's API allows (a batch holds one run's data).
+        (:func:`pipeline.runtime.tracking.sql_writer.log_metrics`); elsewhere one ``log_batch`` per
+        run with a changed metric, the fewest MLflow's API allows (a batch holds one run's data).
         Returns how many runs were logged."""
         changed: dict[str, list[tuple[str, float, int]]] = {}
         for run_id, entries in metrics.items():
@@ -245,9 +245,9 @@ class Tracker:
             values = [(k, v, step) for k, v, step in entries if now.get(k) != float(v)]
             if values:
                 changed[run_id] = values
-        if tracking_sql.is_local_sqlite(self.uri):  # every run's batch in one transaction
+        if sql_writer.is_local_sqlite(self.uri):  # every run's batch in one transaction
             stamp = int(time.time() * 1000)
-            tracking_sql.log_metrics(self.uri, {run_id: _metrics(values, stamp)
+            sql_writer.log_metrics(self.uri, {run_id: _metrics(values, stamp)
                                                 for run_id, values in changed.items()})
         else:
             for run_id, values in changed.items():
@@ -307,7 +307,7 @@ def cell_metrics(uri: str, experiment: str) -> dict[str, tuple[str, dict[str, fl
     metric of every run, where these queries read the rows. Any other store goes through the
     search."""
     uri = effective_uri(uri)
-    if tracking_sql.is_local_sqlite(uri):
+    if sql_writer.is_local_sqlite(uri):
         return {key: (run_id, metrics) for key, (run_id, _, metrics)
                 in _sqlite_cell_runs(uri, experiment).items()}
     runs = Tracker(uri, experiment).cell_runs()
@@ -329,7 +329,7 @@ def _sqlite_cell_runs(uri: str, experiment: str, with_metrics: bool = True
     runs, tags, latest = SqlRun.__table__, SqlTag.__table__, SqlLatestMetric.__table__
     experiments = SqlExperiment.__table__
     cell, version = tags.alias("cell"), tags.alias("version")
-    engine = tracking_sql.engine(uri)
+    engine = sql_writer.engine(uri)
     try:
         with engine.connect() as db:
             found = db.execute(sqlalchemy.select(experiments.c.experiment_id).where(
@@ -438,11 +438,11 @@ def record_cells(tracker: Tracker, parent_id: str | None,
     ``existing``: the runs that exist, by :func:`run_key` (:meth:`Tracker.cell_run_refs`). A
     cell whose run exists is logged into it through the client (:func:`record_cell`); on a
     local SQLite store the new runs are all written in one transaction
-    (:func:`pipeline.runtime.tracking_sql.create_runs`), each exactly as the client's calls
+    (:func:`pipeline.runtime.tracking.sql_writer.create_runs`), each exactly as the client's calls
     would leave it; elsewhere one by one through the client."""
     ids: list[str | None] = [None] * len(cells)
-    new: list[tracking_sql.NewRun] = []
-    bulk = tracking_sql.is_local_sqlite(tracker.uri)
+    new: list[sql_writer.NewRun] = []
+    bulk = sql_writer.is_local_sqlite(tracker.uri)
     now = int(time.time() * 1000)
     for i, (record, history) in enumerate(cells):
         cell_id, version = str(record["cell_id"]), str(record.get("version", ""))
@@ -451,8 +451,8 @@ def record_cells(tracker: Tracker, parent_id: str | None,
             continue
         tags, params, metrics, dataset = _cell_content(record, history, source)
         start, end = _ms(record.get("started_at")), _ms(record.get("finished_at"))
-        run = tracking_sql.NewRun(
-            tracking_sql.new_run_id(), now if start is None else start,
+        run = sql_writer.NewRun(
+            sql_writer.new_run_id(), now if start is None else start,
             now if end is None else end,
             RunStatus.to_string(RunStatus.FINISHED if record["status"] == "ok"
                                 else RunStatus.FAILED),
@@ -461,7 +461,7 @@ def record_cells(tracker: Tracker, parent_id: str | None,
             _metrics(metrics, now), [dataset])
         new.append(run)
         ids[i] = run.run_id
-    tracking_sql.create_runs(tracker.uri, tracker.experiment_id, new)
+    sql_writer.create_runs(tracker.uri, tracker.experiment_id, new)
     return [str(i) for i in ids]
 
 

@@ -22,7 +22,7 @@ those of :data:`MLFLOW_TESTED` (``pyproject.toml`` bounds mlflow to it): before 
 transaction compares the database's tables with :data:`SCHEMA` and refuses one that differs
 (:class:`SchemaMismatch`), rather than leave out a column it does not know (MLflow 2.16's
 ``inputs`` has no ``step``). Any other store (a tracking server) goes through the client
-(:mod:`pipeline.runtime.tracking`).
+(:mod:`pipeline.runtime.tracking.runs`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Aggregates of methods over (block × seed) scores with stratified-bootstrap intervals (SPEC §6).
 
 ``scores``: ``(N, m, S)``, N blocks × m methods × S seeds, NaN where missing (see
-:mod:`pipeline.stats.ranking`). A method's aggregates use the blocks where it has at least one
-seed; the blocks it lacks are left out and counted (``blocks_missing``), never filled in.
+:mod:`pipeline.stats.comparisons.ranking`). A method's aggregates use the blocks where it has at
+least one seed; the blocks it lacks are left out and counted (``blocks_missing``), never filled in.
 
 - Mean and interquartile mean (IQM: the mean of the middle 50% of a method's (block × seed)
   scores, ``scipy.stats.trim_mean(x, 0.25)``; Agarwal et al. 2021, NeurIPS, "Deep RL at the edge
@@ -19,9 +19,9 @@ seed; the blocks it lacks are left out and counted (``blocks_missing``), never f
   (block, other method) pair instead weighs a block by how many methods it has, and differs
   from HELM's when blocks are missing a method.
 - Borda count (MTEB): Σ_i (m − r_ij) over the complete blocks (the blocks ``ranking`` uses).
-- Rank interval and P(rank = 1) (SPEC §7): :mod:`pipeline.stats.rank_uncertainty`.
+- Rank interval and P(rank = 1) (SPEC §7): :mod:`pipeline.stats.comparisons.rank_uncertainty`.
 - Optimality gap on per-block min–max normalised scores (SPEC §7):
-  :mod:`pipeline.stats.profiles`.
+  :mod:`pipeline.stats.comparisons.profiles`.
 
 The aggregates are the entries of :data:`AGGREGATES` (one :class:`Aggregate` each: its function,
 label, direction and CSV columns); :func:`aggregate_methods` and the report's tables read that
@@ -39,9 +39,9 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-from pipeline.stats.profiles import optimality_gaps
-from pipeline.stats.rank_uncertainty import rank_uncertainty
-from pipeline.stats.ranking import block_ranks, check_scores, seed_means
+from pipeline.stats.comparisons.profiles import optimality_gaps
+from pipeline.stats.comparisons.rank_uncertainty import rank_uncertainty
+from pipeline.stats.comparisons.ranking import block_ranks, check_scores, seed_means
 from pipeline.stats.uncertainty import ConfidenceInterval, check_level
 
 

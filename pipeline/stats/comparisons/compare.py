@@ -1,6 +1,6 @@
 """One call for the comparison of methods across blocks (SPEC §6): ranks and their tests
-(:mod:`pipeline.stats.ranking`) with the aggregates and P(A > B)
-(:mod:`pipeline.stats.aggregates`) of the same ``(N, m, S)`` scores.
+(:mod:`pipeline.stats.comparisons.ranking`) with the aggregates and P(A > B)
+(:mod:`pipeline.stats.comparisons.aggregates`) of the same ``(N, m, S)`` scores.
 
 The same engine serves one grid (blocks = the settings of the other axes, methods = the losses)
 and a suite (blocks = tasks).
@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.stats.aggregates import (
+from pipeline.stats.comparisons.aggregates import (
     Improvement,
     MethodAggregate,
     aggregate_methods,
     improvement,
 )
-from pipeline.stats.ranking import PostHoc, Ranking, check_scores, rank_methods
+from pipeline.stats.comparisons.ranking import PostHoc, Ranking, check_scores, rank_methods
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 at the edge of the statistical precipice", §4 and Fig. 5; library rliable).
 
 ``scores``: ``(N, m, S)``, N blocks × m methods × S seeds, NaN where missing (see
-:mod:`pipeline.stats.ranking`). Lower-is-better metrics are flipped first (``−x``), as the
-ranking does, so that higher is better everywhere below.
+:mod:`pipeline.stats.comparisons.ranking`). Lower-is-better metrics are flipped first (``−x``), as
+the ranking does, so that higher is better everywhere below.
 
 Normalisation per block (:func:`normalise`), with constants from the methods' **seed means** in
 the block, fixed once from the observed data (as rliable's reference scores are fixed; a
@@ -26,8 +26,8 @@ run weighing the same (a block with a missing seed has fewer runs); default τ g
 max(0, γ − x) over the same runs (= γ − mean(min(x, γ)), rliable's
 ``aggregate_optimality_gap``); γ = 1 is "as good as the best method's mean in every block".
 
-Intervals: the stratified bootstrap of :mod:`pipeline.stats.aggregates`: each resample draws,
-within every block and for every method independently, as many seeds as the method has there,
+Intervals: the stratified bootstrap of :mod:`pipeline.stats.comparisons.aggregates`: each resample
+draws, within every block and for every method independently, as many seeds as the method has there,
 with replacement; the blocks are kept. The profile's band is pointwise (percentiles at each τ).
 With one seed per cell there is no variation over seeds and the bounds are NaN.
 
@@ -41,7 +41,7 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.stats.ranking import check_scores, seed_means
+from pipeline.stats.comparisons.ranking import check_scores, seed_means
 from pipeline.stats.uncertainty import ConfidenceInterval, check_level
 
 Rule = Literal["minmax", "baseline"]
@@ -215,7 +215,7 @@ def optimality_gaps(scores: np.ndarray, higher_is_better: bool, n_boot: int,
                     rng: np.random.Generator, level: float = 0.95) -> np.ndarray:
     """``(m, 3)``: each method's optimality gap at γ = 1 of the min–max normalised ``(N, m, S)``
     scores and its stratified-bootstrap bounds (estimate, low, high), as an aggregate-registry
-    entry computes it (:data:`pipeline.stats.aggregates.AGGREGATES`)."""
+    entry computes it (:data:`pipeline.stats.comparisons.aggregates.AGGREGATES`)."""
     arr = np.asarray(scores, dtype=np.float64)
     names = [f"m{j}" for j in range(arr.shape[1])]
     res = performance_profiles(arr, names, higher_is_better, n_boot, rng, level,

@@ -1,12 +1,12 @@
 """How sure a ranking is (SPEC §7): a bootstrap of each method's mean rank.
 
-``scores``: ``(N, m, S)`` as in :mod:`pipeline.stats.ranking`; like the ranking, it uses the
-complete blocks (every method has a seed there). One replicate: draw the complete blocks with
+``scores``: ``(N, m, S)`` as in :mod:`pipeline.stats.comparisons.ranking`; like the ranking, it uses
+the complete blocks (every method has a seed there). One replicate: draw the complete blocks with
 replacement; within each drawn block, draw each method's seeds there with replacement (as many as
 it has); take the seed means, rank them within the block (1 = best, ties averaged, as
-:func:`pipeline.stats.ranking.block_ranks`) and average the ranks over the drawn blocks. So the
-interval covers both what the settings were and how the trainings fell (a second draw of a block
-draws its seeds afresh).
+:func:`pipeline.stats.comparisons.ranking.block_ranks`) and average the ranks over the drawn blocks.
+So the interval covers both what the settings were and how the trainings fell (a second draw of a
+block draws its seeds afresh).
 
 - Rank interval: the percentile interval of a method's replicate mean ranks at ``level``; the
   estimate is the observed mean rank.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from pipeline.stats.ranking import block_ranks, check_scores, seed_means
+from pipeline.stats.comparisons.ranking import block_ranks, check_scores, seed_means
 from pipeline.stats.uncertainty import check_level
 
 CHUNK = 1 << 21  # (replicate × block × method × seed) slots drawn at once
