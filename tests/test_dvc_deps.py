@@ -1,5 +1,7 @@
-"""dvc.yaml lists every project module each stage imports (transitively, as Python runs them),
-so a code change reruns every stage it can affect; and every path it lists exists."""
+"""Each stage of dvc.yaml reruns when a project module it imports changes (transitively, as
+Python runs them): its digest in params.tracked.yaml covers those files
+(pipeline/config/code.py), checked here against an import walk of the test's own that asks
+Python where each module is; and every path dvc.yaml lists exists."""
 
 from __future__ import annotations
 
@@ -65,14 +67,63 @@ def _covered(path: Path, deps: list[str]) -> bool:
     return any(rel == Path(d) or Path(d) in rel.parents for d in deps)
 
 
-@pytest.mark.parametrize("stage", sorted(DVC))
-def test_every_imported_module_is_a_dependency(stage):
-    spec = DVC[stage]
-    module = spec["cmd"].split("python -m ", 1)[1].split()[0]
-    deps = [next(iter(d)) if isinstance(d, dict) else d for d in spec.get("deps", [])]
-    missing = sorted(str(p.relative_to(ROOT)) for p in imported_files(module)
-                     if not _covered(p, deps))
-    assert not missing, f"dvc.yaml stage {stage!r} misses these deps: {missing}"
+def _module(stage: str) -> str:
+    return DVC[stage]["cmd"].split("python -m ", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("stage", sorted(set(DVC) - {"resolve"}))
+def test_each_stage_digest_covers_every_module_it_imports(stage):
+    """The files the stage's code digest hashes are the files running its module imports; the
+    stage declares the digest (stages.<stage>), so an edit to any of them reruns it."""
+    from pipeline.config.code import imported_files as hashed
+
+    assert _module(stage) == f"stages.{stage}"
+    digest = set(hashed(_module(stage)))
+    missing = sorted(str(p.relative_to(ROOT)) for p in imported_files(_module(stage)) - digest)
+    assert not missing, f"the code digest of stage {stage!r} misses: {missing}"
+    extra = sorted(str(p.relative_to(ROOT)) for p in digest - imported_files(_module(stage))
+                   if not _only_a_docstring(p))
+    assert not extra, f"the code digest of stage {stage!r} hashes what it never runs: {extra}"
+
+
+def test_resolve_is_rerun_always_and_lists_no_code():
+    """resolve computes the digests, so DVC runs it every time (its memo makes an unchanged
+    rerun cheap); no stage lists project code among its deps (one column per module in `dvc exp
+    show`): the digests carry it."""
+    assert DVC["resolve"].get("always_changed") is True
+    code = {stage: [d for d in DVC[stage].get("deps", [])
+                    if str(next(iter(d)) if isinstance(d, dict) else d).startswith(PROJECT)]
+            for stage in DVC}
+    assert not any(code.values()), code
+
+
+def test_a_code_digest_changes_exactly_when_a_file_its_stage_imports_changes(tmp_path):
+    """On a copy of the project: an edit to a module the search stage imports changes its
+    digest; an edit to one only the report imports does not (and changes the report's)."""
+    import shutil
+
+    from pipeline.config.code import code_digest
+
+    for part in PROJECT:
+        shutil.copytree(ROOT / part, tmp_path / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    before = {s: code_digest(f"stages.{s}", tmp_path) for s in ("search", "report")}
+    assert before == {s: code_digest(f"stages.{s}", ROOT) for s in before}
+    searched = tmp_path / "pipeline" / "search" / "finite_k.py"
+    searched.write_text(searched.read_text() + "\n# an edit\n")
+    after = {s: code_digest(f"stages.{s}", tmp_path) for s in before}
+    assert after["search"] != before["search"]
+    rendered = tmp_path / "pipeline" / "report" / "render" / "latex.py"
+    assert rendered not in imported_files_under(tmp_path, "stages.search")
+    rendered.write_text(rendered.read_text() + "\n# an edit\n")
+    last = {s: code_digest(f"stages.{s}", tmp_path) for s in before}
+    assert last["search"] == after["search"] and last["report"] != after["report"]
+
+
+def imported_files_under(root: Path, module: str) -> set[Path]:
+    from pipeline.config.code import imported_files as hashed
+
+    return set(hashed(module, root))
 
 
 @pytest.mark.parametrize("stage", sorted(DVC))

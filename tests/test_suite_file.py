@@ -159,8 +159,10 @@ def test_every_dependency_is_a_project_file_or_an_output_of_the_suite(tmp_path):
     stages = pipeline_yaml(suite, ROOT)["stages"]
     suite_dir = ROOT / "runs" / suite.name
     outputs = set()
-    for _, _, produced in _dep_paths(stages, suite_dir):
-        outputs |= produced
+    for stage in stages.values():  # every stage's outputs, with deps or without (prepare)
+        wdir = suite_dir / stage.get("wdir", ".")
+        outputs |= {str((wdir / p).resolve()) for key in ("outs", "metrics", "plots")
+                    for e in stage.get(key, []) for p in (e if isinstance(e, dict) else [e])}
     outputs.add(str((suite_dir / "suite.json").resolve()))  # written by cbench suite
     for name, path, _ in _dep_paths(stages, suite_dir):
         assert path.exists() or str(path) in outputs, (name, path)

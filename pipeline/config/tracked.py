@@ -1,9 +1,10 @@
-"""``params.tracked.yaml``: what DVC tracks of the resolved params.
+"""``params.tracked.yaml``: what DVC tracks of the resolved params, and of the code.
 
 The grid axes, and one digest per stage of ``dvc.yaml`` over the values it reads
-(:data:`READS`). Each stage declares its digest (``stages.<stage>``; train also ``grid``), so DVC
-reruns it exactly when one of those values changes, and ``dvc exp show`` lists the grid axes and
-one column per stage rather than every option.
+(:data:`READS`) and the code it runs (:func:`pipeline.config.code.code_digest`: every project
+file ``stages.<stage>`` imports). Each stage declares its digest (``stages.<stage>``; train also
+``grid``), so DVC reruns it exactly when one of those values or files changes, and ``dvc exp
+show`` lists the grid axes and one column per stage rather than every option and every module.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from pipeline.config.code import code_digest
 
 # What each stage of dvc.yaml reads of the resolved params besides the grid axes: whole sections
 # by name, single keys dotted. tests/test_dvc_deps.py checks that every stage declares its digest.
@@ -39,7 +42,8 @@ def _value(resolved: dict[str, Any], key: str) -> Any:
 
 
 def tracked(resolved: dict[str, Any]) -> dict[str, Any]:
-    """What DVC tracks of the resolved params (see the module docstring)."""
+    """What DVC tracks of the resolved params and the code (see the module docstring)."""
     return {"grid": resolved["grid"],
-            "stages": {stage: digest({key: _value(resolved, key) for key in keys})
+            "stages": {stage: digest({"params": {key: _value(resolved, key) for key in keys},
+                                      "code": code_digest(f"stages.{stage}")})
                        for stage, keys in READS.items()}}

@@ -8,9 +8,11 @@ and writes, under ``runs/<name>/``:
 - ``suite.json``: the tasks (name, type, labelled, folder, cells) and the shared report settings,
   what the suite's report stage and the progress lines read;
 - ``dvc.yaml``: the project's own stages once per task (``<task>-train``, ... run with
-  ``wdir: <task>``; their code dependencies point back at the project's files, so a code change
-  reruns exactly the stages it reruns in the project's pipeline), then ``report``: the leaderboard
-  across tasks (``stages/suite_report.py``) into ``runs/<name>/reports/``.
+  ``wdir: <task>`` and the project's code; each task's ``resolve`` writes the stages' digests of
+  params and code into the task's ``params.tracked.yaml``, so a code change reruns exactly the
+  stages it reruns in the project's pipeline), then ``report``: the leaderboard across tasks
+  (``stages/suite_report.py``) into ``runs/<name>/reports/``, which depends on the project files
+  it imports (:func:`pipeline.config.code.imported_files`).
 
 The cells live in the cell store, shared with every other run: a task whose cells some earlier
 run trained reuses them. ``geometry`` (SupCon's simplex on free embeddings) depends on no task and
@@ -30,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.config.code import imported_files
 from pipeline.config.suite import Suite
 from pipeline.runtime.progress import SUITE_JSON
 from pipeline.runtime.store.files import atomic_write_bytes
@@ -89,10 +92,13 @@ def pipeline_yaml(suite: Suite, root: Path) -> dict[str, Any]:
             if name not in NOT_PER_TASK:
                 stages[f"{task.name}-{name}"] = _task_stage(task.name, stage, produced, back)
     up = os.path.relpath(root, suite_dir(suite, root))
-    code = [d for d in _paths(project["report"].get("deps")) if d not in produced]
+    # the board has no params.tracked.yaml of its own to carry a code digest: it depends on the
+    # files it imports, as found by pipeline.config.code
+    code = [p.relative_to(root.resolve()).as_posix()
+            for p in imported_files(SUITE_REPORT.rsplit(" ", 1)[-1], root.resolve())]
     deps = [SUITE_JSON, *(f"{t.name}/reports/cells.csv" for t in suite.tasks),
             *(f"{t.name}/data/probe_fewshot_summary.parquet" for t in suite.tasks),
-            f"{up}/stages/suite_report.py", *(f"{up}/{d}" for d in code)]
+            *(f"{up}/{d}" for d in code)]
     stages["report"] = {"cmd": f"{code_path(up)} {SUITE_REPORT}", "deps": deps,
                         "outs": [{SUITE_OUT: {"cache": False}}]}
     return {"stages": stages}
