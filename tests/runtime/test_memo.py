@@ -224,17 +224,32 @@ sys.exit(train.main([]))
 """
 
 
+MAKE_DBS = """
+import sys
+from mlflow.tracking import MlflowClient
+logged = MlflowClient(tracking_uri=f"sqlite:///{sys.argv[1]}/logged.db")
+run = logged.create_run(logged.create_experiment("contrastive-bench"))
+logged.set_terminated(run.info.run_id)
+MlflowClient(tracking_uri=f"sqlite:///{sys.argv[1]}/empty.db").search_experiments()
+"""
+
+
 @pytest.fixture(scope="module")
 def mlflow_dbs(tmp_path_factory):
-    """Two real MLflow databases: one with a finished run, one as a new client leaves it."""
-    from mlflow.tracking import MlflowClient
-
+    """Two real MLflow databases: one with a finished run, one as a new client leaves it. Made
+    in a process of their own, whose end closes every connection: SQLite then checkpoints each
+    write-ahead log into its file, so a copy of the file alone holds the whole database. (Made
+    here, after any test of this worker process registered the tracking adapter's WAL pragma,
+    the run stays in ``logged.db-wal`` while the client is open: a copy of ``logged.db`` then
+    reads as ``empty.db``, and the in-place rewrite below changed nothing.)"""
     folder = tmp_path_factory.mktemp("dbs")
-    logged = MlflowClient(tracking_uri=f"sqlite:///{folder / 'logged.db'}")
-    run = logged.create_run(logged.create_experiment("contrastive-bench"))
-    logged.set_terminated(run.info.run_id)
-    MlflowClient(tracking_uri=f"sqlite:///{folder / 'empty.db'}").search_experiments()
-    return folder / "logged.db", folder / "empty.db"
+    subprocess.run([sys.executable, "-c", MAKE_DBS, str(folder)], check=True, timeout=120,
+                   env=_env())
+    logged, empty = folder / "logged.db", folder / "empty.db"
+    assert not Path(f"{logged}-wal").exists() and not Path(f"{empty}-wal").exists()
+    identities = [memo.sqlite_identity(db) or {} for db in (logged, empty)]
+    assert identities[0].get("contents") != identities[1].get("contents")
+    return logged, empty
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 (:func:`analyse`; :mod:`pipeline.report.papers.one_over_k_plot` draws them).
 
 Reads the k-sweep rows of ``data/finite_k.parquet`` (one per cell, encoder and k; see
-`pipeline.runtime.cells.evaluate.search_cell`): the control-variate gap with its covariance across
+`pipeline.search.cell.search_cell`): the control-variate gap with its covariance across
 k, the Proposition 1 window and the 1/k expansion c₁/k + c₂/k² + c₃/k³ (`pipeline.search.crn`).
 """
 
