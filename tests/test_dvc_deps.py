@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.config.code import code_digest
+from pipeline.config.code import imported_files as hashed
 from tests.conftest import ROOT
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -62,11 +64,6 @@ def _only_a_docstring(path: Path) -> bool:
     return all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body)
 
 
-def _covered(path: Path, deps: list[str]) -> bool:
-    rel = path.relative_to(ROOT)
-    return any(rel == Path(d) or Path(d) in rel.parents for d in deps)
-
-
 def _module(stage: str) -> str:
     return DVC[stage]["cmd"].split("python -m ", 1)[1].split()[0]
 
@@ -75,8 +72,6 @@ def _module(stage: str) -> str:
 def test_each_stage_digest_covers_every_module_it_imports(stage):
     """The files the stage's code digest hashes are the files running its module imports; the
     stage declares the digest (stages.<stage>), so an edit to any of them reruns it."""
-    from pipeline.config.code import imported_files as hashed
-
     assert _module(stage) == f"stages.{stage}"
     digest = set(hashed(_module(stage)))
     missing = sorted(str(p.relative_to(ROOT)) for p in imported_files(_module(stage)) - digest)
@@ -102,8 +97,6 @@ def test_a_code_digest_changes_exactly_when_a_file_its_stage_imports_changes(tmp
     digest; an edit to one only the report imports does not (and changes the report's)."""
     import shutil
 
-    from pipeline.config.code import code_digest
-
     for part in PROJECT:
         shutil.copytree(ROOT / part, tmp_path / part,
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -114,16 +107,10 @@ def test_a_code_digest_changes_exactly_when_a_file_its_stage_imports_changes(tmp
     after = {s: code_digest(f"stages.{s}", tmp_path) for s in before}
     assert after["search"] != before["search"]
     rendered = tmp_path / "pipeline" / "report" / "render" / "latex.py"
-    assert rendered not in imported_files_under(tmp_path, "stages.search")
+    assert rendered not in hashed("stages.search", tmp_path)
     rendered.write_text(rendered.read_text() + "\n# an edit\n")
     last = {s: code_digest(f"stages.{s}", tmp_path) for s in before}
     assert last["search"] == after["search"] and last["report"] != after["report"]
-
-
-def imported_files_under(root: Path, module: str) -> set[Path]:
-    from pipeline.config.code import imported_files as hashed
-
-    return set(hashed(module, root))
 
 
 @pytest.mark.parametrize("stage", sorted(DVC))

@@ -144,27 +144,25 @@ def test_the_suites_pipeline_runs_every_task_stage_in_its_folder(tmp_path):
     assert "CBENCH_PROFILE= python -m stages.resolve" in stages["mix-resolve"]["cmd"]
 
 
-def _dep_paths(stages: dict, suite_dir: Path) -> list[tuple[str, Path, set[str]]]:
-    out = []
-    for name, stage in stages.items():
-        wdir = suite_dir / stage.get("wdir", ".")
-        produced = {str((wdir / p).resolve()) for key in ("outs", "metrics", "plots")
-                    for e in stage.get(key, []) for p in (e if isinstance(e, dict) else [e])}
-        out += [(name, (wdir / d).resolve(), produced) for d in stage.get("deps", [])]
-    return out
+def _dep_paths(stages: dict, suite_dir: Path) -> list[tuple[str, Path]]:
+    return [(name, (suite_dir / stage.get("wdir", ".") / d).resolve())
+            for name, stage in stages.items() for d in stage.get("deps", [])]
+
+
+def _outputs(stages: dict, suite_dir: Path) -> set[str]:
+    """Every stage's outputs, with deps or without (prepare)."""
+    return {str((suite_dir / stage.get("wdir", ".") / p).resolve())
+            for stage in stages.values() for key in ("outs", "metrics", "plots")
+            for e in stage.get(key, []) for p in (e if isinstance(e, dict) else [e])}
 
 
 def test_every_dependency_is_a_project_file_or_an_output_of_the_suite(tmp_path):
     suite = _two_tasks(tmp_path)
     stages = pipeline_yaml(suite, ROOT)["stages"]
     suite_dir = ROOT / "runs" / suite.name
-    outputs = set()
-    for stage in stages.values():  # every stage's outputs, with deps or without (prepare)
-        wdir = suite_dir / stage.get("wdir", ".")
-        outputs |= {str((wdir / p).resolve()) for key in ("outs", "metrics", "plots")
-                    for e in stage.get(key, []) for p in (e if isinstance(e, dict) else [e])}
+    outputs = _outputs(stages, suite_dir)
     outputs.add(str((suite_dir / "suite.json").resolve()))  # written by cbench suite
-    for name, path, _ in _dep_paths(stages, suite_dir):
+    for name, path in _dep_paths(stages, suite_dir):
         assert path.exists() or str(path) in outputs, (name, path)
         if path.exists():
             assert path.is_relative_to(ROOT.resolve()), (name, path)

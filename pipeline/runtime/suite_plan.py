@@ -41,7 +41,8 @@ RUNS = Path("runs")
 NOT_PER_TASK = ("geometry",)  # stages of dvc.yaml that depend on no task
 RESOLVE_CMD = "CBENCH_PROFILE= python -m stages.resolve"  # a task's params are its params.yaml
 REPORT_OK = "python -m stages.report || test $? -eq 3"  # 3: some cells failed; the suite goes on
-SUITE_REPORT = "python -m stages.suite_report"
+SUITE_REPORT_MODULE = "stages.suite_report"
+SUITE_REPORT = f"python -m {SUITE_REPORT_MODULE}"
 SUITE_OUT = "reports"
 
 
@@ -95,7 +96,7 @@ def pipeline_yaml(suite: Suite, root: Path) -> dict[str, Any]:
     # the board has no params.tracked.yaml of its own to carry a code digest: it depends on the
     # files it imports, as found by pipeline.config.code
     code = [p.relative_to(root.resolve()).as_posix()
-            for p in imported_files(SUITE_REPORT.rsplit(" ", 1)[-1], root.resolve())]
+            for p in imported_files(SUITE_REPORT_MODULE, root.resolve())]
     deps = [SUITE_JSON, *(f"{t.name}/reports/cells.csv" for t in suite.tasks),
             *(f"{t.name}/data/probe_fewshot_summary.parquet" for t in suite.tasks),
             *(f"{up}/{d}" for d in code)]
